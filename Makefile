@@ -1,0 +1,62 @@
+# Thin driver over CMake, in the manner of Neovim's: `make` builds, `make test`
+# installs what a fresh Debian 12 lacks, builds and runs every test through ctest.
+BUILD       ?= build
+ASAN_BUILD  ?= build-asan
+FUZZ_BUILD  ?= build-fuzz
+FUZZ_SECONDS ?= 30
+JOBS        ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_FLAGS ?=
+CTEST_FLAGS ?=
+
+.PHONY: all deps test test-main test-asan test-fuzz fuzz-long bench poc install env clean
+
+all: $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
+
+deps:
+	@scripts/install-deps
+
+test: deps
+	$(MAKE) test-main test-asan test-fuzz
+	@echo "all test suites passed"
+
+test-main: all
+	cd $(BUILD) && ctest --output-on-failure $(CTEST_FLAGS)
+
+# C tests again under AddressSanitizer and UndefinedBehaviorSanitizer.
+test-asan:
+	cmake -S . -B $(ASAN_BUILD) -DDSH_SANITIZE=ON -DDSH_SPECS=OFF -DCMAKE_BUILD_TYPE=Debug
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	cd $(ASAN_BUILD) && ctest --output-on-failure -L c $(CTEST_FLAGS)
+
+# Every decoder under libFuzzer for FUZZ_SECONDS each.
+test-fuzz:
+	CC=clang cmake -S . -B $(FUZZ_BUILD) -DDSH_FUZZ=ON -DDSH_SPECS=OFF -DDSH_FUZZ_SECONDS=$(FUZZ_SECONDS)
+	cmake --build $(FUZZ_BUILD) -j $(JOBS)
+	cd $(FUZZ_BUILD) && ctest --output-on-failure -L fuzz $(CTEST_FLAGS)
+
+# The longer run: `make fuzz-long FUZZ_SECONDS=3600`.
+fuzz-long:
+	$(MAKE) test-fuzz FUZZ_SECONDS=$(FUZZ_SECONDS)
+
+bench: all
+	$(BUILD)/bin/dsh-bench-codecs
+	@if [ -x bench/run ]; then bench/run $(BUILD); fi
+
+poc: deps all
+	bin/dsh poc
+
+install: all
+	cmake --install $(BUILD)
+
+# One setup line for the REPL: eval "$(make -s env)"
+env:
+	@echo 'export LUA_PATH="$(CURDIR)/lua/?.lua;$(CURDIR)/lua/?/init.lua;;"'
+	@echo 'export DSH_HOME="$(CURDIR)"'
+	@echo 'export PATH="$(CURDIR)/bin:$$PATH"'
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
