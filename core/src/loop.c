@@ -34,6 +34,12 @@ struct dsh_io {
   uint64_t id;
 };
 
+struct dsh_signal {
+  ev_signal w;
+  dsh_loop_t *loop;
+  uint64_t id;
+};
+
 static dsh_loop_t g_loop;
 
 static void deadline_cb(struct ev_loop *ev, ev_timer *w, int revents) {
@@ -188,4 +194,38 @@ void dsh_io_free(dsh_io_t *io) {
   if (!io) return;
   ev_io_stop(io->loop->ev, &io->w);
   free(io);
+}
+
+static void signal_cb(struct ev_loop *ev, ev_signal *w, int revents) {
+  (void)ev, (void)revents;
+  dsh_signal_t *s = (dsh_signal_t *)w;
+  dsh_loop_push(s->loop, DSH_EV_SIGNAL, s->id, 0, w->signum);
+}
+
+int dsh_signal_new(dsh_loop_t *loop, uint64_t id, int signum, dsh_signal_t **out) {
+  if (signum <= 0 || signum >= NSIG || signum == SIGCHLD || signum == SIGKILL || signum == SIGSTOP)
+    return DSH_EINVAL;
+  dsh_signal_t *s = calloc(1, sizeof *s);
+  if (!s) return DSH_ENOMEM;
+  ev_signal_init(&s->w, signal_cb, signum);
+  s->loop = loop;
+  s->id = id;
+  *out = s;
+  return DSH_OK;
+}
+
+int dsh_signal_start(dsh_signal_t *s) {
+  ev_signal_start(s->loop->ev, &s->w);
+  return DSH_OK;
+}
+
+int dsh_signal_stop(dsh_signal_t *s) {
+  ev_signal_stop(s->loop->ev, &s->w);
+  return DSH_OK;
+}
+
+void dsh_signal_free(dsh_signal_t *s) {
+  if (!s) return;
+  ev_signal_stop(s->loop->ev, &s->w);
+  free(s);
 }

@@ -124,4 +124,34 @@ function Timer:close()
   M.untrack(self)
 end
 
+-- Signals ---------------------------------------------------------------
+
+local Signal = {}
+Signal.__index = Signal
+Signal.__tostring = function(s)
+  return string.format("dsh.signal_watcher(%d%s)", s.signum, s._ptr and "" or ", closed")
+end
+
+--- Call fn(signum) each time signum (a number) arrives; started at once.
+-- While any watcher for a signal exists, its default action is replaced.
+function M.on_signal(signum, fn)
+  local id = M.new_id()
+  local out = ffi.new("dsh_signal_t *[1]")
+  local rc = C.dsh_signal_new(loop, id, signum, out)
+  if rc ~= 0 then error("dsh.loop: on_signal: cannot watch signal " .. tostring(signum), 2) end
+  local s = setmetatable({ id = id, signum = signum, _ptr = ffi.gc(out[0], C.dsh_signal_free) }, Signal)
+  M.on(id, function(_, _, n) fn(n) end)
+  C.dsh_signal_start(s._ptr)
+  M.track(s, "signal")
+  return s
+end
+
+function Signal:close()
+  if not self._ptr then return end
+  C.dsh_signal_free(ffi.gc(self._ptr, nil))
+  self._ptr = nil
+  M.off(self.id)
+  M.untrack(self)
+end
+
 return M

@@ -65,6 +65,15 @@ describe("dsh.loop", function()
     assert.matches("handler broke", seen)
   end)
 
+  it("delivers a watched signal as an event instead of its default action", function()
+    local got
+    local w = loop.on_signal(15, function(n) got = n end)
+    os.execute("kill -TERM " .. helpers.pid())
+    while not got do loop.step(-1) end
+    w:close()
+    assert.equal(15, got)
+  end)
+
   it("mirrors the core status catalogue", function()
     for name, code in pairs { OK = 0, EINVAL = -1, EAGAIN = -3, ELIMIT = -4, ESTATE = -18, EEOF = -19 } do
       assert.equal(name, (F.status(code)))

@@ -17,6 +17,7 @@
 typedef struct dsh_loop dsh_loop_t;
 typedef struct dsh_timer dsh_timer_t;
 typedef struct dsh_io dsh_io_t;
+typedef struct dsh_signal dsh_signal_t;
 
 typedef struct dsh_event {
   uint32_t kind;   /* enum dsh_event_kind */
@@ -28,6 +29,7 @@ typedef struct dsh_event {
 enum dsh_event_kind {
   DSH_EV_TIMER = 1,       /* timer fired */
   DSH_EV_IO = 2,          /* fd ready; n = revents (1 read, 2 write) */
+  DSH_EV_SIGNAL = 3,      /* a watched signal arrived; n = signal number */
   DSH_EV_PROC_DATA = 10,  /* n = stream (1 stdout or pty, 2 stderr) has bytes buffered */
   DSH_EV_PROC_EOF = 11,   /* n = stream reached end of file (or read error: status) */
   DSH_EV_PROC_EXIT = 12,  /* leader reaped; details from dsh_proc_status() */
@@ -81,6 +83,13 @@ int dsh_io_new(dsh_loop_t *loop, uint64_t id, int fd, dsh_io_t **out);
 int dsh_io_start(dsh_io_t *io, int events);
 int dsh_io_stop(dsh_io_t *io);
 void dsh_io_free(dsh_io_t *io);
+
+/* Signals: DSH_EV_SIGNAL each time signum arrives while started (libev
+ * installs the handler; SIGCHLD is libev's own and cannot be watched). */
+int dsh_signal_new(dsh_loop_t *loop, uint64_t id, int signum, dsh_signal_t **out);
+int dsh_signal_start(dsh_signal_t *s);
+int dsh_signal_stop(dsh_signal_t *s);
+void dsh_signal_free(dsh_signal_t *s);
 
 /* Milliseconds to libev seconds, in one place. */
 static inline double dsh_ms_to_ev(int64_t ms) { return (double)ms / 1000.0; }

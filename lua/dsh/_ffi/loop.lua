@@ -3,9 +3,10 @@ return [[
 typedef struct dsh_loop dsh_loop_t;
 typedef struct dsh_timer dsh_timer_t;
 typedef struct dsh_io dsh_io_t;
+typedef struct dsh_signal dsh_signal_t;
 typedef struct dsh_event { uint32_t kind; int32_t status; uint64_t id; int64_t n; } dsh_event_t;
 enum dsh_event_kind {
-  DSH_EV_TIMER = 1, DSH_EV_IO = 2,
+  DSH_EV_TIMER = 1, DSH_EV_IO = 2, DSH_EV_SIGNAL = 3,
   DSH_EV_PROC_DATA = 10, DSH_EV_PROC_EOF = 11, DSH_EV_PROC_EXIT = 12,
   DSH_EV_PROC_QUIET = 13, DSH_EV_PROC_DRAIN = 14,
   DSH_EV_HTTP_HEAD = 20, DSH_EV_HTTP_DATA = 21, DSH_EV_HTTP_DONE = 22, DSH_EV_HTTP_SEND = 23
@@ -27,4 +28,8 @@ int dsh_io_new(dsh_loop_t *loop, uint64_t id, int fd, dsh_io_t **out);
 int dsh_io_start(dsh_io_t *io, int events);
 int dsh_io_stop(dsh_io_t *io);
 void dsh_io_free(dsh_io_t *io);
+int dsh_signal_new(dsh_loop_t *loop, uint64_t id, int signum, dsh_signal_t **out);
+int dsh_signal_start(dsh_signal_t *s);
+int dsh_signal_stop(dsh_signal_t *s);
+void dsh_signal_free(dsh_signal_t *s);
 ]]
