@@ -1,8 +1,8 @@
 --- dsh._ffi: the C declarations of the core and the loaded library.
 --
 -- Only lua/dsh/* modules may require this. The library is found, in order, at
--- $DSH_LIB, next to this tree's build (build/lib/libdsh.so, or
--- $DSH_BUILD_DIR/lib), then by the system loader (an installed libdsh.so).
+-- $DSH_LIB, $DSH_BUILD_DIR/lib, this tree's build/lib, package.cpath (where
+-- luarocks installs it), then by the system loader.
 local ffi = require "ffi"
 
 ffi.cdef [[
@@ -38,6 +38,9 @@ local function load_library()
     candidates[#candidates + 1] = os.getenv("DSH_BUILD_DIR") .. "/lib/libdsh.so"
   end
   candidates[#candidates + 1] = here() .. "/../../build/lib/libdsh.so"
+  -- an installed tree (cmake --install or luarocks): beside the C modules
+  local installed = package.searchpath("libdsh", package.cpath)
+  if installed then candidates[#candidates + 1] = installed end
   for _, path in ipairs(candidates) do
     if exists(path) then return ffi.load(path), path end
   end

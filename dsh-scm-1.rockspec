@@ -1,0 +1,28 @@
+rockspec_format = "3.0"
+package = "dsh"
+version = "scm-1"
+source = { url = "git+file://." }
+description = {
+  summary = "One remote coding world for Lua agent hosts: files, commands, PTYs and more on one sandbox",
+  detailed = [[
+dsh is a C core with LuaJIT glue. Files, one-shot commands and Bash, terminals,
+language servers and a Code Mode runtime all act on the same sandbox: a local
+dshd in Linux namespaces by default, or an E2B cloud sandbox.]],
+  license = "MIT",
+}
+dependencies = { "lua == 5.1" } -- LuaJIT 2.1; lua-cjson and busted come from Debian
+external_dependencies = {
+  EV = { header = "ev.h", library = "ev" },
+  CURL = { header = "curl/curl.h", library = "curl" },
+}
+build = {
+  type = "cmake",
+  variables = {
+    CMAKE_BUILD_TYPE = "Release",
+    CMAKE_INSTALL_PREFIX = "$(PREFIX)",
+    DSH_CLIBDIR = "$(LIBDIR)",
+    CMAKE_INSTALL_BINDIR = "$(BINDIR)",
+    DSH_LUADIR = "$(LUADIR)",
+    DSH_SPECS = "OFF",
+  },
+}
