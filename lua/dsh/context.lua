@@ -1,0 +1,246 @@
+--- dsh.context: a small service container.
+--
+-- A provider declares the key it provides (optional) and the keys it injects.
+-- It is set up only after every injected service is published, and disposed
+-- before any of them. One implementation per key: a second registration fails
+-- at once. A service is published (ctx[key]) only when its setup succeeded; a
+-- failed setup runs the cleanups it had registered, in reverse, and its
+-- dependents are never set up. dispose() tears providers down in reverse
+-- order and each returns only when everything it started is gone.
+--
+--   local ctx = context.new()
+--   ctx:use(require "dsh.providers.e2b", { cwd = "/home/user/workspace" })
+--   ctx:use(require "dsh.providers.fs_e2b")
+--   assert(ctx:start())           -- nil, err if a setup failed
+--   ctx.fs:readText("notes.md")
+--   ctx:dispose()
+local async = require "dsh.async"
+local errors = require "dsh.errors"
+
+local M = {}
+local MOD = "dsh.context"
+
+---@class dsh.Provider
+---@field name string
+---@field provides string|nil
+---@field inject string[]|nil
+---@field setup fun(scope:dsh.Scope, config:table):any, any
+
+---@class dsh.Scope
+---@field ctx table
+---@field config table
+---@field signal dsh.AbortSignal   aborts when the context starts disposing
+local Scope = {}
+Scope.__index = Scope
+
+--- Register a cleanup; they run in reverse order on rollback or disposal.
+-- fn may await (it runs inside a task) and must return only once whatever it
+-- cleans up is gone.
+function Scope:on_dispose(fn)
+  errors.check(MOD, "on_dispose", fn, "function")
+  self._cleanups[#self._cleanups + 1] = fn
+end
+
+local function run_cleanups(scope)
+  local first_err
+  for i = #scope._cleanups, 1, -1 do
+    local fn = scope._cleanups[i]
+    scope._cleanups[i] = nil
+    local ok, err = pcall(fn)
+    if not ok and first_err == nil then first_err = err end
+  end
+  return first_err
+end
+
+local Context = {}
+Context.__tostring = function(c)
+  return "dsh.context(" .. #c._entries .. " providers" .. (c._disposing and ", disposed" or "") .. ")"
+end
+
+Context.__index = function(self, key)
+  local method = Context[key]
+  if method then return method end
+  local services = rawget(self, "_services")
+  return services and services[key]
+end
+
+Context.__newindex = function(_, key)
+  error(MOD .. ": services are published by providers; cannot assign ctx." .. tostring(key), 2)
+end
+
+--- A new, empty context.
+function M.new()
+  local c = {
+    _entries = {},       -- in registration order
+    _claimed = {},       -- key -> provider name
+    _services = {},      -- key -> published service
+    _order = {},         -- entries in the order their setup succeeded
+  }
+  rawset(c, "_ctl", async.controller())
+  return setmetatable(c, Context)
+end
+
+--- Add a provider with its config. Raises if its key is already provided.
+function Context:use(provider, config)
+  if rawget(self, "_disposing") then error(MOD .. ": use() after dispose()", 2) end
+  errors.check(MOD, "use: provider", provider, "table")
+  errors.check(MOD, "use: provider.name", provider.name, "string")
+  errors.check(MOD, "use: provider.setup", provider.setup, "function")
+  errors.check(MOD, "use: config", config, "table", true)
+  local key = provider.provides
+  if key ~= nil then
+    errors.check(MOD, "use: provider.provides", key, "string")
+    if self._claimed[key] then
+      error(string.format('%s: service "%s" has been registered (by %s); cannot register %s',
+        MOD, key, self._claimed[key], provider.name), 2)
+    end
+    self._claimed[key] = provider.name
+  end
+  local entry = {
+    provider = provider, config = config or {}, inject = provider.inject or {},
+    state = "waiting", done = async.future(),
+  }
+  self._entries[#self._entries + 1] = entry
+  self:_kick()
+  return self
+end
+
+function Context:_deps_state(entry)
+  for _, key in ipairs(entry.inject) do
+    if self._services[key] == nil then
+      local owner
+      for _, e in ipairs(self._entries) do
+        if e.provider.provides == key then owner = e end
+      end
+      if owner and owner.state == "failed" then return "failed", key end
+      return "waiting", key
+    end
+  end
+  return "ready"
+end
+
+local function offered(self, key)
+  for _, e in ipairs(self._entries) do
+    if e.provider.provides == key then return true end
+  end
+  return false
+end
+
+local function fail(entry, code, fmt, ...)
+  entry.state = "failed"
+  entry.err = errors.new(code, string.format(fmt, ...))
+  entry.done:resolve(false)
+end
+
+-- Start the setup of every entry whose injected services are all published;
+-- fail entries that can never start (a missing service, a cycle).
+function Context:_kick()
+  if not rawget(self, "_started") then return end
+  local progressed = true
+  while progressed do
+    progressed = false
+    for _, entry in ipairs(self._entries) do
+      if entry.state == "waiting" then
+        local st, key = self:_deps_state(entry)
+        if st == "ready" then
+          progressed = true
+          self:_setup(entry)
+        elseif st == "failed" then
+          progressed = true
+          fail(entry, "DEPENDENCY_FAILED", '%s: not set up because service "%s" failed', entry.provider.name, key)
+        elseif not offered(self, key) then
+          progressed = true
+          fail(entry, "DEPENDENCY_MISSING", '%s: injects "%s", which no provider offers', entry.provider.name, key)
+        end
+      end
+    end
+  end
+  for _, entry in ipairs(self._entries) do
+    if entry.state == "setting-up" then return end
+  end
+  for _, entry in ipairs(self._entries) do
+    if entry.state == "waiting" then
+      fail(entry, "DEPENDENCY_CYCLE", "%s: its injected services depend on it (a cycle)", entry.provider.name)
+    end
+  end
+end
+
+function Context:_setup(entry)
+  entry.state = "setting-up"
+  local scope = setmetatable({
+    ctx = self, config = entry.config, signal = self._ctl.signal, _cleanups = {},
+  }, Scope)
+  entry.scope = scope
+  async.run(function()
+    local ok, service, err = pcall(entry.provider.setup, scope, entry.config)
+    if ok and service == nil and err ~= nil then ok, service = false, err end
+    if ok and rawget(self, "_disposing") then
+      ok, service = false, errors.new("DISPOSED", entry.provider.name .. ": context disposed during setup")
+    end
+    if not ok then
+      run_cleanups(scope)
+      entry.state = "failed"
+      entry.err = errors.is(service) and service
+        or errors.new("SETUP_FAILED", entry.provider.name .. ": " .. tostring(service), { cause = service })
+      entry.done:resolve(false)
+      self:_kick()
+      return
+    end
+    entry.state = "ready"
+    entry.service = service
+    local key = entry.provider.provides
+    if key ~= nil then self._services[key] = service == nil and true or service end
+    self._order[#self._order + 1] = entry
+    entry.done:resolve(true)
+    self:_kick()
+  end)
+end
+
+--- Set up every provider (in dependency order) and wait for all setups.
+-- Returns true, or nil and the first failure (every other setup still settles).
+function Context:start()
+  rawset(self, "_started", true)
+  self:_kick()
+  for _, entry in ipairs(self._entries) do entry.done:await() end
+  for _, entry in ipairs(self._entries) do
+    if entry.state == "failed" then return nil, entry.err end
+  end
+  return true
+end
+
+--- The published service for key, or nil.
+function Context:get(key)
+  return self._services[key]
+end
+
+--- Dispose every provider in reverse order of setup. Providers that inject a
+-- service go before it. Waits for pending setups first. Returns true, or nil
+-- and the first cleanup error (every cleanup still runs).
+function Context:dispose()
+  if rawget(self, "_disposed") then return rawget(self, "_disposed"):await() end
+  local done = async.future()
+  rawset(self, "_disposed", done)
+  rawset(self, "_disposing", true)
+  self._ctl:abort(errors.new("DISPOSED", "context is disposing"))
+  local first
+  for _, entry in ipairs(self._entries) do
+    if entry.state == "setting-up" then entry.done:await() end
+  end
+  for i = #self._order, 1, -1 do
+    local entry = self._order[i]
+    local key = entry.provider.provides
+    if key ~= nil then self._services[key] = nil end
+    local err = run_cleanups(entry.scope)
+    if err ~= nil and first == nil then first = err end
+    entry.state = "disposed"
+  end
+  if first ~= nil then
+    done:resolve(nil, errors.is(first) and first or errors.new("DISPOSE_FAILED", tostring(first)))
+  else
+    done:resolve(true)
+  end
+  return done:await()
+end
+
+M.Context = Context
+return M
