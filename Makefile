@@ -19,9 +19,9 @@ $(BUILD)/CMakeCache.txt:
 deps:
 	@scripts/install-deps
 
+# Fuzzing and the sanitizer build first, so the run ends with the main summary.
 test: deps
-	$(MAKE) test-main test-asan test-fuzz
-	@echo "all test suites passed"
+	$(MAKE) test-fuzz test-asan test-main
 
 test-main: all
 	cd $(BUILD) && ctest --output-on-failure $(CTEST_FLAGS)
@@ -30,13 +30,13 @@ test-main: all
 test-asan:
 	cmake -S . -B $(ASAN_BUILD) -DDSH_SANITIZE=ON -DDSH_SPECS=OFF -DCMAKE_BUILD_TYPE=Debug
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
-	cd $(ASAN_BUILD) && ctest --output-on-failure -L c $(CTEST_FLAGS)
+	cd $(ASAN_BUILD) && ctest --output-on-failure -L '^c$$' $(CTEST_FLAGS)
 
 # Every decoder under libFuzzer for FUZZ_SECONDS each.
 test-fuzz:
 	CC=clang cmake -S . -B $(FUZZ_BUILD) -DDSH_FUZZ=ON -DDSH_SPECS=OFF -DDSH_FUZZ_SECONDS=$(FUZZ_SECONDS)
 	cmake --build $(FUZZ_BUILD) -j $(JOBS)
-	cd $(FUZZ_BUILD) && ctest --output-on-failure -L fuzz $(CTEST_FLAGS)
+	cd $(FUZZ_BUILD) && ctest --output-on-failure -L '^fuzz$$' $(CTEST_FLAGS)
 
 # The longer run: `make fuzz-long FUZZ_SECONDS=3600`.
 fuzz-long:

@@ -94,6 +94,7 @@ int dsh_loop_run(dsh_loop_t *loop, int64_t timeout_ms) {
   }
   loop->deadline_hit = 0;
   if (timeout_ms > 0) {
+    ev_now_update(loop->ev);
     ev_timer_set(&loop->deadline, dsh_ms_to_ev(timeout_ms), 0.);
     ev_timer_start(loop->ev, &loop->deadline);
   }
@@ -141,6 +142,9 @@ int dsh_timer_new(dsh_loop_t *loop, uint64_t id, dsh_timer_t **out) {
 
 int dsh_timer_start(dsh_timer_t *t, int64_t after_ms, int64_t repeat_ms) {
   if (after_ms < 0 || repeat_ms < 0) return DSH_EINVAL;
+  /* Timers are often started between loop passes; without this the loop's
+   * cached time is stale and the timer fires early by the gap. */
+  ev_now_update(t->loop->ev);
   ev_timer_stop(t->loop->ev, &t->w);
   ev_timer_set(&t->w, dsh_ms_to_ev(after_ms), dsh_ms_to_ev(repeat_ms));
   ev_timer_start(t->loop->ev, &t->w);
