@@ -17,7 +17,9 @@
  * reads and writes them itself (dsh_proc_fd), as dshd does.
  *
  * Events go to the loop queue with the proc's id, or to notify() when set (C
- * users only; notify must not free the proc).
+ * users only; notify must not free the proc). DSH_EV_PROC_EXIT carries the raw
+ * wait status in n and always precedes DSH_EV_PROC_QUIET. DSH_EV_PROC_DATA is
+ * queued once per stream until the next peek of that stream.
  *
  * Ownership: the caller owns the proc and frees it with dsh_proc_free(), which
  * SIGKILLs the group if it is not quiescent, closes the fds and stops every
@@ -52,8 +54,9 @@ typedef struct dsh_proc_opts {
   int32_t pty;              /* non-zero: the child's 0/1/2 are a new PTY's slave */
   uint16_t pty_rows, pty_cols;
   int32_t new_session;      /* non-zero: setsid() instead of setpgid(0, 0) */
-  int32_t uid, gid;         /* >= 0: switch to them (with supplementary groups of
-                               uid's account when init_groups); -1: unchanged */
+  int32_t uid, gid;         /* >= 0: switch to them (as root); -1: unchanged. With
+                               init_groups and uid >= 0: the supplementary groups
+                               of uid's account, and gid -1 means its primary group */
   int32_t init_groups;
   int32_t manual_io;        /* non-zero: the owner does all I/O on the fds */
   uint32_t max_buffer_bytes;/* per output stream in buffered mode; 0 = 65536 */
@@ -68,7 +71,8 @@ typedef struct dsh_proc_status {
   int32_t term_signal;      /* 0 unless the leader was killed by a signal */
   int32_t core_dumped;
   int32_t quiescent;        /* leader reaped and no member of the group is left */
-  int32_t stdout_eof, stderr_eof; /* output streams done (always 1 when not piped) */
+  int32_t stdout_eof, stderr_eof; /* output streams done (always 1 when not piped;
+                                     never set in manual_io mode, nor the byte counts) */
   int32_t stdin_open;       /* stdin pipe or pty still writable */
   int32_t term_requested;   /* dsh_proc_terminate() was called */
   int32_t kill_sent;        /* the terminate ladder escalated to SIGKILL */
@@ -76,8 +80,10 @@ typedef struct dsh_proc_status {
   uint64_t stdin_pending;   /* bytes accepted by write but not yet in the pipe */
 } dsh_proc_status_t;
 
-/* Starts the process. On failure nothing is left running and err says why
- * (exec failures of the child, e.g. ENOENT, are reported here too). */
+/* Starts the process and returns once the child has exec'd. On failure
+ * nothing is left running and err says why: DSH_ESPAWN for the child's own
+ * failures ("spawn \"/nope\": No such file or directory", "spawn: cwd \"/x\":
+ * ..."), DSH_ESYS for ours (pipes, pty), DSH_EINVAL for bad opts. */
 int dsh_proc_spawn(dsh_loop_t *loop, const dsh_proc_opts_t *opts, uint64_t id,
                    dsh_proc_t **out, char *err, size_t errlen);
 
@@ -95,8 +101,11 @@ int dsh_proc_peek(dsh_proc_t *p, int stream, const uint8_t **data, size_t *n);
 int dsh_proc_consume(dsh_proc_t *p, int stream, size_t n);
 
 /* Stdin (pipe or pty master). write copies the bytes and sends them as the
- * fd accepts them; DSH_EV_PROC_DRAIN reports when the buffer is empty again.
- * close_stdin closes after pending bytes are written (pty: DSH_ESTATE). */
+ * fd accepts them; DSH_EV_PROC_DRAIN reports when the buffer is empty again
+ * (status DSH_ECLOSED when the reader went away: the backlog is dropped).
+ * write returns DSH_ECLOSED once that happened, DSH_ESTATE after close_stdin
+ * or without a stdin pipe. close_stdin closes after pending bytes are written
+ * (at once in manual_io mode; pty: DSH_ESTATE). */
 int dsh_proc_write(dsh_proc_t *p, const uint8_t *data, size_t n);
 int dsh_proc_close_stdin(dsh_proc_t *p);
 
@@ -104,8 +113,9 @@ int dsh_proc_close_stdin(dsh_proc_t *p);
  * leader. A group that is already gone is not an error (returns DSH_OK). */
 int dsh_proc_signal(dsh_proc_t *p, int sig, int32_t group);
 
-/* SIGTERM to the group now, SIGKILL to the group after grace_ms unless it is
- * quiescent by then. Idempotent; a second call never restarts the grace timer. */
+/* SIGTERM (then SIGCONT, so stopped members see it) to the group now, SIGKILL
+ * to the group after grace_ms unless it is quiescent by then. Idempotent; a
+ * second call never restarts the grace timer. */
 int dsh_proc_terminate(dsh_proc_t *p, int64_t grace_ms);
 
 /* 1 when the leader is reaped and kill(-pgid, 0) finds no member, else 0. */
@@ -113,6 +123,11 @@ int dsh_proc_quiescent(dsh_proc_t *p);
 
 /* PTY window size (TIOCSWINSZ on the master; the kernel sends SIGWINCH). */
 int dsh_proc_resize(dsh_proc_t *p, uint16_t rows, uint16_t cols);
+
+/* Signal names of this platform: "TERM", "SIGTERM" or "sigterm" -> SIGTERM
+ * (0 when unknown); a number -> "SIGTERM" (NULL when unknown). */
+int dsh_proc_signum(const char *name);
+const char *dsh_proc_signame(int sig);
 
 void dsh_proc_free(dsh_proc_t *p);
 
