@@ -1,0 +1,182 @@
+--- dsh.envd.files: GET and POST /files of the envd client.
+--
+-- Downloads are streamed (open_file yields chunks as they arrive); uploads of
+-- readers, and of strings above STREAM_THRESHOLD bytes, are sent as a
+-- streamed body in slices, so no whole-file copy is made on the way out.
+local errors = require "dsh.errors"
+local json = require "dsh.json"
+
+local M = {}
+
+M.STREAM_THRESHOLD = 4 * 1024 * 1024
+M.SLICE = 1024 * 1024
+
+local function urlencode(s)
+  return (s:gsub("[^%w%-%._~/]", function(c) return string.format("%%%02X", c:byte()) end))
+end
+M.urlencode = urlencode
+
+local function query(self, path, opts)
+  local q = "?path=" .. urlencode(path)
+  local user = opts and opts.user or self.user
+  if user then q = q .. "&username=" .. urlencode(user) end
+  return q
+end
+
+local function files_error(envd, res, body)
+  return envd.answer_error(res.status, body or res:body())
+end
+
+---@class dsh.EnvdFileReader
+local Reader = {}
+Reader.__index = Reader
+Reader.__tostring = function(r) return "dsh.envd.file_reader(" .. r.path .. ")" end
+
+--- Next chunk of the file, nil at the end, nil, err on failure.
+function Reader:read()
+  local chunk, err = self._res:read()
+  if chunk then return chunk end
+  if err then return nil, require("dsh.envd").transport_error(err) end
+  return nil
+end
+
+function Reader:close()
+  self._res:close()
+end
+
+local function slices(data)
+  local pos = 1
+  return function()
+    if pos > #data then return nil end
+    local s = data:sub(pos, pos + M.SLICE - 1)
+    pos = pos + M.SLICE
+    return s
+  end
+end
+
+--- A chunk source from a string, a function or an object with :read().
+local function source_of(data)
+  if type(data) == "string" then return slices(data) end
+  if type(data) == "function" then return data end
+  if type(data) == "table" and type(data.read) == "function" then
+    return function() return data:read() end
+  end
+  error("dsh.envd: write_file: data must be a string, a function or a reader, got " .. type(data), 3)
+end
+
+function M.mixin(Client)
+  local envd = function() return require "dsh.envd" end
+
+  --- Open a file for streamed reading: a reader with :read() and .size (from
+  -- Content-Length), or nil, err (not_found, invalid_argument for a directory, ...).
+  function Client:open_file(path, opts)
+    self:_check_open("open_file")
+    errors.check("dsh.envd", "open_file: path", path, "string")
+    local ro = self:_request_opts("GET", "/files" .. query(self, path, opts), nil, nil, opts)
+    ro.timeout_ms = 0
+    local res, err = self._http:request(ro)
+    if not res then return nil, envd().transport_error(err) end
+    if res.status ~= 200 then
+      local e = files_error(envd(), res)
+      res:close()
+      return nil, e
+    end
+    return setmetatable({ path = path, size = tonumber(res.headers["content-length"]), _res = res }, Reader)
+  end
+
+  --- The whole file as a string, or nil, err.
+  function Client:read_file(path, opts)
+    local r, err = self:open_file(path, opts)
+    if not r then return nil, err end
+    local parts = {}
+    while true do
+      local chunk, rerr = r:read()
+      if not chunk then
+        r:close()
+        if rerr then return nil, rerr end
+        break
+      end
+      parts[#parts + 1] = chunk
+    end
+    return table.concat(parts)
+  end
+
+  --- Write one file (application/octet-stream). data: a string, a function
+  -- returning chunks then nil, or an object with :read(). opts: user,
+  -- metadata (map -> X-Metadata-*), signal. Returns {path=, name=, type=}.
+  function Client:write_file(path, data, opts)
+    self:_check_open("write_file")
+    errors.check("dsh.envd", "write_file: path", path, "string")
+    local ro = self:_request_opts("POST", "/files" .. query(self, path, opts), "application/octet-stream", nil, opts)
+    ro.headers["Authorization"] = nil
+    ro.timeout_ms = 0
+    for k, v in pairs(opts and opts.metadata or {}) do ro.headers["X-Metadata-" .. k] = v end
+    local res, err
+    if type(data) == "string" and #data <= M.STREAM_THRESHOLD then
+      ro.body = data
+      res, err = self._http:request(ro)
+    else
+      local next_chunk = source_of(data)
+      ro.body_stream = true
+      res, err = self._http:request(ro)
+      if res then
+        while true do
+          local chunk, cerr = next_chunk()
+          if chunk == nil then
+            if cerr then res:close() return nil, errors.new("canceled", "upload source failed: " .. tostring(cerr)) end
+            break
+          end
+          local ok, werr = res:write(chunk)
+          if not ok then res:close() return nil, envd().transport_error(werr) end
+        end
+        local ok, ferr = res:finish()
+        if not ok then res:close() return nil, envd().transport_error(ferr) end
+      end
+    end
+    if not res then return nil, envd().transport_error(err) end
+    local body, berr = res:body()
+    local status = res.status
+    res:close()
+    if not body then return nil, envd().transport_error(berr) end
+    if status ~= 200 then return nil, envd().answer_error(status, body) end
+    local list = json.decode(body)
+    if type(list) ~= "table" or type(list[1]) ~= "table" then
+      return nil, errors.new("internal", "Expected to receive information about written file")
+    end
+    return list[1]
+  end
+
+  --- Write several files in one multipart request: files = {{path=, data=}, ...}
+  -- (data strings). Returns the list of written entries in order.
+  function Client:write_files(files, opts)
+    self:_check_open("write_files")
+    errors.check("dsh.envd", "write_files", files, "table")
+    local boundary = "----dsh-" .. string.format("%08x%08x", math.random(0, 0x7fffffff), os.time())
+    local parts = {}
+    for i, f in ipairs(files) do
+      errors.check("dsh.envd", "write_files: path #" .. i, f.path, "string")
+      errors.check("dsh.envd", "write_files: data #" .. i, f.data, "string")
+      local name = f.path:gsub('"', "%%22"):gsub("\r", "%%0D"):gsub("\n", "%%0A")
+      parts[#parts + 1] = "--" .. boundary .. "\r\nContent-Disposition: form-data; name=\"file\"; filename=\""
+        .. name .. "\"\r\nContent-Type: application/octet-stream\r\n\r\n" .. f.data .. "\r\n"
+    end
+    parts[#parts + 1] = "--" .. boundary .. "--\r\n"
+    local q = ""
+    local user = opts and opts.user or self.user
+    if user then q = "?username=" .. urlencode(user) end
+    local ro = self:_request_opts("POST", "/files" .. q, "multipart/form-data; boundary=" .. boundary,
+      table.concat(parts), opts)
+    ro.headers["Authorization"] = nil
+    ro.timeout_ms = 0
+    local res, err = self._http:fetch(ro)
+    if not res then return nil, envd().transport_error(err) end
+    if res.status ~= 200 then return nil, envd().answer_error(res.status, res.body) end
+    local list = json.decode(res.body)
+    if type(list) ~= "table" then
+      return nil, errors.new("internal", "Expected to receive information about written files")
+    end
+    return list
+  end
+end
+
+return M
