@@ -1,0 +1,216 @@
+--- dsh.cli: the `dsh` command line (bin/dsh).
+--
+--   dsh sandbox create [--timeout-ms N] [--on-timeout pause|kill] [--no-network]
+--                      [--env K=V]... [--metadata K=V]...
+--   dsh sandbox list | connect ID | pause ID | kill ID
+--   dsh exec [--cwd DIR] [--env K=V]... [--timeout-ms N] ID -- CMD [ARGS...]
+--   dsh poc [--cloud]
+--
+-- Output is short: ids and states on stdout, problems on stderr with a
+-- non-zero exit status. exec streams the command's output as it arrives,
+-- forwards Ctrl-C (SIGINT) and SIGTERM to the command's process group, and
+-- exits with the command's status (128+N when a signal N ended it).
+local async = require "dsh.async"
+
+local M = {}
+
+local USAGE = [[
+usage: dsh sandbox create [--timeout-ms N] [--on-timeout pause|kill] [--no-network]
+                          [--env K=V]... [--metadata K=V]...
+       dsh sandbox list
+       dsh sandbox connect|pause|kill ID
+       dsh exec [--cwd DIR] [--env K=V]... [--timeout-ms N] ID -- CMD [ARGS...]
+       dsh poc [--cloud]
+]]
+
+local function fail(msg)
+  io.stderr:write("dsh: ", msg, "\n")
+  return 1
+end
+
+-- Parses --flags into opts; returns opts and the remaining positional words.
+local function parse(args, spec)
+  local opts, rest = {}, {}
+  local i = 1
+  while i <= #args do
+    local a = args[i]
+    if a == "--" then
+      for j = i + 1, #args do rest[#rest + 1] = args[j] end
+      opts["--"] = true
+      break
+    elseif a:sub(1, 2) == "--" then
+      local name, value = a:match("^%-%-([%w-]+)=(.*)$")
+      name = name or a:sub(3)
+      local kind = spec[name]
+      if not kind then return nil, "unknown option --" .. name end
+      if kind == "flag" then
+        opts[name] = true
+      else
+        if value == nil then
+          i = i + 1
+          value = args[i]
+          if value == nil then return nil, "option --" .. name .. " needs a value" end
+        end
+        if kind == "list" then
+          opts[name] = opts[name] or {}
+          table.insert(opts[name], value)
+        else
+          opts[name] = value
+        end
+      end
+    else
+      rest[#rest + 1] = a
+    end
+    i = i + 1
+  end
+  return opts, rest
+end
+
+local function kv_map(list, what)
+  local out = {}
+  for _, item in ipairs(list or {}) do
+    local k, v = item:match("^([^=]+)=(.*)$")
+    if not k then return nil, what .. " must be KEY=VALUE: " .. item end
+    out[k] = v
+  end
+  return out
+end
+
+local function number_opt(v, name)
+  if v == nil then return nil end
+  local n = tonumber(v)
+  if not n or n <= 0 or n % 1 ~= 0 then return nil, "--" .. name .. " must be a positive integer" end
+  return n
+end
+
+local function sandbox_cmd(args)
+  local sandbox = require "dsh.sandbox"
+  local sub = table.remove(args, 1)
+  if sub == "create" then
+    local opts, rest = parse(args, { ["timeout-ms"] = "value", ["on-timeout"] = "value",
+      ["no-network"] = "flag", env = "list", metadata = "list" })
+    if not opts then return fail(rest) end
+    if #rest > 0 then return fail("unexpected argument " .. rest[1]) end
+    local timeout, terr = number_opt(opts["timeout-ms"], "timeout-ms")
+    if terr then return fail(terr) end
+    local envs, eerr = kv_map(opts.env, "--env")
+    if not envs then return fail(eerr) end
+    local meta, merr = kv_map(opts.metadata, "--metadata")
+    if not meta then return fail(merr) end
+    local on_timeout = opts["on-timeout"]
+    if on_timeout and on_timeout ~= "pause" and on_timeout ~= "kill" then
+      return fail("--on-timeout must be pause or kill")
+    end
+    local sb, err = sandbox.create { timeoutMs = timeout, onTimeout = on_timeout,
+      network = not opts["no-network"], envs = envs, metadata = meta }
+    if not sb then return fail(tostring(err)) end
+    print(sb.id)
+    sb:close()
+    return 0
+  elseif sub == "list" then
+    local list = sandbox.list()
+    if #list == 0 then
+      print("(no sandboxes)")
+      return 0
+    end
+    print(string.format("%-20s  %-7s  %-20s  %s", "ID", "STATE", "CREATED", "METADATA"))
+    for _, s in ipairs(list) do
+      local meta = {}
+      for k, v in pairs(s.metadata or {}) do meta[#meta + 1] = k .. "=" .. v end
+      table.sort(meta)
+      print(string.format("%-20s  %-7s  %-20s  %s", s.id, s.state, s.created_at or "", table.concat(meta, ",")))
+    end
+    return 0
+  elseif sub == "connect" or sub == "pause" or sub == "kill" then
+    local id = args[1]
+    if not id or #args > 1 then return fail("usage: dsh sandbox " .. sub .. " ID") end
+    if sub == "connect" then
+      local sb, err = sandbox.connect(id)
+      if not sb then return fail(tostring(err)) end
+      sb:close()
+      print(id .. " running")
+    else
+      local ok, err = sandbox[sub](id)
+      if not ok then return fail(tostring(err)) end
+      print(id .. (sub == "pause" and " paused" or " killed"))
+    end
+    return 0
+  end
+  io.stderr:write(USAGE)
+  return 2
+end
+
+local function exec_cmd(args)
+  local sandbox = require "dsh.sandbox"
+  local loop = require "dsh.loop"
+  local opts, rest = parse(args, { cwd = "value", env = "list", ["timeout-ms"] = "value" })
+  if not opts then return fail(rest) end
+  local id = table.remove(rest, 1)
+  if not id or not opts["--"] or #rest == 0 then
+    return fail("usage: dsh exec [--cwd DIR] [--env K=V]... ID -- CMD [ARGS...]")
+  end
+  local envs, eerr = kv_map(opts.env, "--env")
+  if not envs then return fail(eerr) end
+  local timeout, terr = number_opt(opts["timeout-ms"], "timeout-ms")
+  if terr then return fail(terr) end
+  local sb, err = sandbox.connect(id)
+  if not sb then return fail(tostring(err)) end
+  local cmd = table.remove(rest, 1)
+  local p, serr = sb.envd:start { cmd = cmd, args = rest, envs = envs, cwd = opts.cwd, timeout_ms = timeout }
+  if not p then
+    sb:close()
+    return fail(tostring(serr))
+  end
+  local watchers = {}
+  for _, sig in ipairs { 2, 15 } do
+    watchers[#watchers + 1] = loop.on_signal(sig, function(n)
+      async.run(function() p:signal(n == 2 and "SIGINT" or "SIGTERM", { group = true }) end)
+    end)
+  end
+  local status = 0
+  while true do
+    local ev, perr = p:next()
+    if not ev then
+      if perr then status = fail(tostring(perr)) end
+      break
+    end
+    if ev.type == "data" then
+      local out = ev.stream == "stderr" and io.stderr or io.stdout
+      out:write(ev.data)
+      out:flush()
+    elseif ev.type == "end" then
+      status = ev.signal_number and 128 + ev.signal_number or ev.exit_code
+      if not ev.exited and not ev.signal_number then status = 255 end
+    end
+  end
+  for _, w in ipairs(watchers) do w:close() end
+  p:close()
+  sb:close()
+  return status
+end
+
+--- Run the command line; returns the exit status.
+function M.main(argv)
+  local args = {}
+  for i = 1, #(argv or {}) do args[i] = argv[i] end
+  local cmd = table.remove(args, 1)
+  local code
+  local ok, err = pcall(function()
+    code = async.run(function()
+      if cmd == "sandbox" then return sandbox_cmd(args) end
+      if cmd == "exec" then return exec_cmd(args) end
+      if cmd == "poc" then return require("dsh.poc").main(args) end
+      if cmd == "help" or cmd == "--help" or cmd == "-h" then
+        io.stdout:write(USAGE)
+        return 0
+      end
+      io.stderr:write(USAGE)
+      return 2
+    end):await()
+  end)
+  if not ok then return fail(tostring(err)) end
+  io.stdout:flush()
+  return code or 0
+end
+
+return M
