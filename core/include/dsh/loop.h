@@ -37,7 +37,7 @@ enum dsh_event_kind {
   DSH_EV_PROC_DRAIN = 14, /* stdin buffer written out; status < 0 if the write failed */
   DSH_EV_HTTP_HEAD = 20,  /* response head complete; n = HTTP status */
   DSH_EV_HTTP_DATA = 21,  /* response body bytes buffered; n = bytes available */
-  DSH_EV_HTTP_DONE = 22,  /* transfer finished; status 0 or negative (detail: dsh_http_error) */
+  DSH_EV_HTTP_DONE = 22,  /* transfer finished; status 0 or negative (detail: dsh_http_result) */
   DSH_EV_HTTP_SEND = 23   /* streamed request body has room again */
 };
 
