@@ -1,0 +1,336 @@
+--- dsh.subprocess: the subprocess seam — managed process groups, stdio
+-- projection, spill files, disposal to quiescence (reference §2.3).
+--
+-- Everything backends share is written here once: option checks and their
+-- messages, the one environment scrub, the one code-point-safe collector
+-- (dsh.subprocess._output), stdin ordering, deferred terminate, abort, spill
+-- retention, the live set and disposal. A backend only starts a process group
+-- somewhere and moves bytes (providers/subprocess_local, providers/subprocess_e2b).
+--
+--   local h = assert(ctx.subprocess:spawn {
+--     argv = { "bash", "-c", "make test" }, graceMs = 2000,
+--     stdio = { stdout = { maxBytes = 30000, spill = { maxBytes = 2^26 } }, stderr = "pipe" },
+--   })
+--   local outcome = h.done:await()        --> {exitCode = 0} or {signal = "SIGTERM"}
+--   print(h.stdout:readFrom(0).text)
+--
+-- Failure conventions: misuse raises (the reference's messages); a spawn
+-- refused before it starts (pre-aborted signal, disposed service) returns
+-- nil, err (code ABORTED / DISPOSED, message `aborted before spawn: <reason>`);
+-- a start that fails later rejects `done` (pid stays -1, waitForExit → true).
+-- `done` also rejects (code SUBPROCESS_LOST) when the process's outcome can
+-- no longer be learned, e.g. the sandbox daemon died under it.
+local async = require "dsh.async"
+local errors = require "dsh.errors"
+local output = require "dsh.subprocess._output"
+local sysutil = require "dsh.sysutil"
+
+local M = {}
+local MOD = "dsh.subprocess"
+
+M.MAX_GRACE_MS = 2147483647 -- the largest timer delay everywhere (reference §8.12)
+M.DEFAULT_GRACE_MS = 2000
+M.ROLLBACK_TIMEOUT_MS = 5000
+M.OFFSET_MESSAGE = output.OFFSET_MESSAGE
+M.collector = output.collector
+M.pipe = output.pipe
+
+-- The environment scrub ---------------------------------------------------------
+
+--- The one definition (reference §2.3, §8.2): an ambient variable is dropped
+-- when its name, compared case-insensitively (ASCII), contains one of
+-- `contains` or starts with one of `prefixes`. Explicit env is applied after,
+-- so explicit names always survive. Backends send these rules to dshd
+-- (envScrub) or turn them into the compat wrapper's patterns; never copy them.
+M.scrub_rules = setmetatable({}, {
+  __index = { contains = { "KEY", "PASSWORD", "SECRET", "TOKEN" }, prefixes = { "DSH_" } },
+  __newindex = function() error(MOD .. ": scrub_rules is read-only", 2) end,
+})
+
+--- True when an ambient variable of this name is dropped.
+function M.scrubbed(name)
+  local up = name:upper()
+  for _, p in ipairs(M.scrub_rules.prefixes) do
+    if up:sub(1, #p) == p then return true end
+  end
+  for _, c in ipairs(M.scrub_rules.contains) do
+    if up:find(c, 1, true) then return true end
+  end
+  return false
+end
+
+--- A copy of env without the scrubbed names.
+function M.scrub_env(env)
+  local out = {}
+  for k, v in pairs(env or {}) do
+    if not M.scrubbed(k) then out[k] = v end
+  end
+  return out
+end
+
+--- scrub(ambient), then explicit on top (names need not be identifiers: FOO-BAR works).
+function M.compose_env(ambient, explicit)
+  local out = M.scrub_env(ambient)
+  for k, v in pairs(explicit or {}) do out[k] = v end
+  return out
+end
+
+--- A POSIX `case` pattern matching exactly the scrubbed names, ASCII
+-- case-insensitive whatever the shell's locale: "[Dd][Ss][Hh]_*|*[Kk][Ee][Yy]*|...".
+function M.scrub_case_pattern()
+  local function ci(s)
+    assert(s:match("^[%w_]+$"), "scrub rules must be identifier characters")
+    return (s:gsub("%a", function(c) return "[" .. c:upper() .. c:lower() .. "]" end))
+  end
+  local alts = {}
+  for _, p in ipairs(M.scrub_rules.prefixes) do alts[#alts + 1] = ci(p) .. "*" end
+  for _, c in ipairs(M.scrub_rules.contains) do alts[#alts + 1] = "*" .. ci(c) .. "*" end
+  return table.concat(alts, "|")
+end
+
+--- The rules as dshd's StartRequest.envScrub wants them.
+function M.scrub_wire()
+  local r = M.scrub_rules
+  return { contains = { unpack(r.contains) }, prefixes = { unpack(r.prefixes) } }
+end
+
+--- This process's environment now (environ(7), so setenv() is seen).
+function M.host_env()
+  local ffi = require "ffi"
+  pcall(ffi.cdef, "extern char **environ;")
+  local env, p = {}, ffi.C.environ
+  local i = 0
+  while p ~= nil and p[i] ~= nil do
+    local name, value = ffi.string(p[i]):match("^([^=]+)=(.*)$")
+    if name then env[name] = value end
+    i = i + 1
+  end
+  return env
+end
+
+--- A random id for a process's state directory.
+function M.new_id()
+  local h = sysutil.random_hex(16)
+  return table.concat({ h:sub(1, 8), h:sub(9, 12), h:sub(13, 16), h:sub(17, 20), h:sub(21) }, "-")
+end
+
+-- Option checks -------------------------------------------------------------------
+
+local function check_string_list(list)
+  for i = 1, #list do
+    local v = list[i]
+    if type(v) ~= "string" then error("invalid argv: argv[" .. (i - 1) .. "] must be a string", 4) end
+    if v:find("\0", 1, true) then error("invalid argv: argv[" .. (i - 1) .. "] contains a NUL byte", 4) end
+  end
+end
+
+local function check_argv(argv)
+  if type(argv) ~= "table" or type(argv[1]) ~= "string" or argv[1] == "" then
+    error("invalid argv: expected a non-empty program name at argv[0]", 4)
+  end
+  check_string_list(argv)
+  local copy = {}
+  for i = 1, #argv do copy[i] = argv[i] end
+  return copy
+end
+
+local function check_grace(prefix, g)
+  if g == nil then return M.DEFAULT_GRACE_MS end
+  if type(g) ~= "number" or g ~= g or g <= 0 or g == math.huge then
+    error(prefix .. ": graceMs must be a positive finite number", 4)
+  end
+  if g > M.MAX_GRACE_MS then error(prefix .. ": graceMs must be at most " .. M.MAX_GRACE_MS, 4) end
+  return math.ceil(g)
+end
+
+local function check_env(env)
+  if env == nil then return nil end
+  if type(env) ~= "table" then error(MOD .. ": spawn: env must be a table of name = value", 4) end
+  local out = {}
+  for k, v in pairs(env) do
+    if type(k) ~= "string" or k == "" or k:find("[=%z]") then
+      error(string.format("%s: spawn: env name %q is not a valid variable name", MOD, tostring(k)), 4)
+    end
+    if type(v) == "number" then v = tostring(v) end
+    if type(v) ~= "string" or v:find("\0", 1, true) then
+      error(MOD .. ": spawn: env." .. k .. " must be a string without NUL bytes", 4)
+    end
+    out[k] = v
+  end
+  return out
+end
+
+local function positive_int(what, v)
+  if type(v) ~= "number" or v < 1 or v % 1 ~= 0 or v > 2 ^ 53 - 1 then
+    error(MOD .. ": spawn: " .. what .. " must be a positive integer", 5)
+  end
+  return v
+end
+
+local function check_out(name, v)
+  if v == nil or v == "pipe" then return { mode = "pipe" } end
+  if v == "inherit" then return { mode = "inherit" } end
+  if type(v) ~= "table" then
+    error(MOD .. ": spawn: stdio." .. name .. ' must be "pipe", "inherit" or {maxBytes=, spill=}', 4)
+  end
+  local s = { mode = "collect", maxBytes = positive_int("stdio." .. name .. ".maxBytes", v.maxBytes) }
+  if v.spill ~= nil then
+    if type(v.spill) ~= "table" then
+      error(MOD .. ": spawn: stdio." .. name .. ".spill must be {maxBytes=}", 4)
+    end
+    s.spill = { maxBytes = positive_int("stdio." .. name .. ".spill.maxBytes", v.spill.maxBytes) }
+  end
+  return s
+end
+
+local function check_stdio(stdio)
+  if stdio ~= nil and type(stdio) ~= "table" then error(MOD .. ": spawn: stdio must be a table", 4) end
+  stdio = stdio or {}
+  local stdin, data = stdio.stdin or "ignore", nil
+  if type(stdin) == "table" then
+    if type(stdin.data) ~= "string" then error(MOD .. ": spawn: stdio.stdin.data must be a string", 4) end
+    stdin, data = "data", stdin.data
+  elseif stdin ~= "ignore" and stdin ~= "pipe" then
+    error(MOD .. ': spawn: stdio.stdin must be "ignore", "pipe" or {data=}', 4)
+  end
+  return stdin, data, check_out("stdout", stdio.stdout), check_out("stderr", stdio.stderr)
+end
+
+local function reason_text(reason)
+  if reason == nil then return "aborted" end
+  if type(reason) == "table" and reason.message then return tostring(reason.message) end
+  return tostring(reason)
+end
+
+-- Handles ------------------------------------------------------------------------
+
+local Writer = require("dsh.subprocess._handle").Writer
+local Handle = require("dsh.subprocess._handle").Handle
+local Terminal = require("dsh.subprocess._handle").Terminal
+
+---@class dsh.subprocess.Service
+---@field name string   the provider's name, the prefix of its messages
+---@field cwd string    default working directory of spawns
+local Service = {}
+Service.__index = Service
+Service.__tostring = function(s)
+  local n = 0
+  for _ in pairs(s._live) do n = n + 1 end
+  return string.format("%s(%d live%s)", s.name, n, s._disposing and ", disposing" or "")
+end
+
+--- A service over a backend (see dsh.subprocess._handle for the backend contract).
+---@param backend table
+---@return dsh.subprocess.Service
+function M.service(backend)
+  return setmetatable({ name = backend.name, cwd = backend.cwd, _backend = backend, _live = {} }, Service)
+end
+
+---@class dsh.subprocess.SpawnOpts
+---@field argv string[]
+---@field cwd string|nil           default: the service's cwd
+---@field stdio table|nil          {stdin="ignore"|"pipe"|{data=},
+---                                 stdout="pipe"|"inherit"|{maxBytes=, spill={maxBytes=}}, stderr=...}
+---@field graceMs number|nil       TERM → KILL grace (default 2000, at most 2147483647)
+---@field signal dsh.AbortSignal|nil aborting it terminates the group
+---@field env table<string,string>|nil explicit variables, applied after the scrubbed ambient environment
+
+--- Start a process group; returns its handle at once (the start is asynchronous).
+---@param o dsh.subprocess.SpawnOpts
+---@return dsh.subprocess.Handle|nil, dsh.Error|nil
+function Service:spawn(o)
+  if type(o) ~= "table" then error(MOD .. ": spawn: expected an options table, got " .. type(o), 2) end
+  local argv = check_argv(o.argv)
+  local grace = check_grace(self.name, o.graceMs)
+  local stdin, data, out, err = check_stdio(o.stdio)
+  local env = check_env(o.env)
+  if o.cwd ~= nil and type(o.cwd) ~= "string" then error(MOD .. ": spawn: cwd must be a string", 2) end
+  if o.signal ~= nil and not async.is_signal(o.signal) then
+    error(MOD .. ": spawn: signal must be an abort signal", 2)
+  end
+  if o.signal and o.signal.aborted then
+    return nil, errors.new("ABORTED", "aborted before spawn: " .. reason_text(o.signal.reason),
+      { reason = o.signal.reason })
+  end
+  if self._disposing then return nil, errors.new("DISPOSED", self.name .. ": the service is disposing") end
+  local h = Handle.new(self, {
+    argv = argv, cwd = o.cwd or self.cwd, env = env, stdin = stdin, stdin_data = data,
+    stdout = out, stderr = err, grace = grace, signal = o.signal,
+  })
+  return h
+end
+
+---@class dsh.subprocess.TerminalOpts
+---@field argv string[]
+---@field cwd string|nil
+---@field env table<string,string>|nil
+---@field rows integer|nil  default 24
+---@field cols integer|nil  default 80
+---@field graceMs number|nil
+
+--- Start a process on a new PTY; waits until it runs.
+---@param o dsh.subprocess.TerminalOpts
+---@return dsh.subprocess.Terminal|nil, dsh.Error|nil
+function Service:spawnTerminal(o)
+  if type(o) ~= "table" then
+    error(MOD .. ": spawnTerminal: expected an options table, got " .. type(o), 2)
+  end
+  local argv = check_argv(o.argv)
+  local grace = check_grace(self.name, o.graceMs)
+  local env = check_env(o.env)
+  local function dim(what, v, d)
+    if v == nil then return d end
+    if type(v) ~= "number" or v < 1 or v > 65535 or v % 1 ~= 0 then
+      error(MOD .. ": spawnTerminal: " .. what .. " must be an integer in [1, 65535]", 3)
+    end
+    return v
+  end
+  local rows, cols = dim("rows", o.rows, 24), dim("cols", o.cols, 80)
+  if o.cwd ~= nil and type(o.cwd) ~= "string" then
+    error(MOD .. ": spawnTerminal: cwd must be a string", 2)
+  end
+  if self._disposing then return nil, errors.new("DISPOSED", self.name .. ": the service is disposing") end
+  return Terminal.start(self, {
+    argv = argv, cwd = o.cwd or self.cwd, env = env, pty = { rows = rows, cols = cols }, grace = grace,
+  })
+end
+
+--- The absolute path of an executable, as the backend's world sees it.
+---@return string|nil, dsh.Error|nil
+function Service:resolveExecutable(cmd)
+  return self._backend:resolveExecutable(cmd)
+end
+
+--- Number of handles and terminals not yet released.
+function Service:live_count()
+  local n = 0
+  for _ in pairs(self._live) do n = n + 1 end
+  return n
+end
+
+--- Terminate every live handle and terminal, then join each (done, then the
+-- whole group gone) before returning. Returns true, or nil and the first
+-- release failure (every handle was still tried; none is left behind).
+function Service:dispose()
+  if self._disposed then return self._disposed:await() end
+  local f = async.future()
+  self._disposed = f
+  self._disposing = true
+  local list = {}
+  for obj in pairs(self._live) do list[#list + 1] = obj end
+  for _, obj in ipairs(list) do obj:_dispose_start() end
+  local first
+  for _, obj in ipairs(list) do
+    local ok, err = obj:_join()
+    if not ok and first == nil then first = err end
+  end
+  if self._backend.dispose then self._backend:dispose() end
+  if first then f:resolve(nil, first) else f:resolve(true) end
+  return f:await()
+end
+
+M.Service = Service
+M.Writer = Writer
+M.Handle = Handle
+M.Terminal = Terminal
+return M

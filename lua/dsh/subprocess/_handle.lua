@@ -1,0 +1,409 @@
+--- dsh.subprocess._handle: the handle, stdin writer and terminal objects of
+-- the subprocess seam, written once over a small backend contract.
+--
+-- Backend contract (a backend is a table; everything may await):
+--   backend.name, backend.cwd
+--   backend:state_dir(id)          where this process's spill files go
+--   backend:start(spec)            → bp | nil, err. spec = {argv, cwd, env, stdin="ignore"|"pipe",
+--                                    stdout/stderr = {mode="pipe"|"inherit"|"collect",
+--                                                     spill={path=, maxBytes=}},
+--                                    pty={rows=,cols=} (terminals), on_data=fn(stream, bytes) (may wait),
+--                                    on_gap=fn(stream, n) (n bytes were lost, e.g. across a reconnect)}
+--   bp.pid                         the process group id
+--   bp:write(s) / bp:close_stdin() → true | nil, err
+--   bp:signal(sig)                 to the whole group → true | nil, err
+--   bp:terminate(grace_ms)         TERM to the group now, KILL after grace_ms unless it is empty
+--   bp:kill()                      KILL to the group now (rollback)
+--   bp:wait()                      → {exitCode=, signal=} | nil, err, once the leader ended and all
+--                                    output was delivered through on_data
+--   bp:wait_quiescent(signal)      → true (group empty) | false (aborted) | nil, err
+--   bp:remove(paths, dir)          delete spill files (and dir when given); errors ignored
+--   bp:resize(rows, cols)          terminals
+--   bp:signal_foreground(sig)      terminals: to the terminal's foreground process group → pgid | nil, err
+--   bp:kill_session()              terminals: SIGKILL whatever is left in the session (other job groups)
+--   bp:close()                     release everything (idempotent)
+--   backend:resolveExecutable(cmd), backend:dispose() (optional)
+local async = require "dsh.async"
+local errors = require "dsh.errors"
+local output = require "dsh.subprocess._output"
+
+local M = {}
+local MOD = "dsh.subprocess"
+local RELEASE_ATTEMPTS = 3
+
+local function rollback_error(prefix, first, second)
+  return errors.new("SUBPROCESS_ROLLBACK",
+    prefix .. ": process-group publication failed and rollback did not reach quiescence",
+    { errors = { first, second } })
+end
+
+-- Kill what a failed start left, wait (bounded) until the group is gone.
+local function rollback(prefix, bp, err)
+  bp:kill()
+  local ok, qerr = async.timeout(5000, function(signal) return bp:wait_quiescent(signal) end)
+  bp:close()
+  if ok == true then return err end
+  return rollback_error(prefix, err, qerr or errors.new("SUBPROCESS_ROLLBACK", "group still alive"))
+end
+
+-- Stdin writer --------------------------------------------------------------------
+
+---@class dsh.subprocess.Writer
+---@field error dsh.Error|nil  the first failure; every later call returns it
+local Writer = {}
+Writer.__index = Writer
+Writer.__tostring = function(w)
+  return "dsh.subprocess.stdin(" .. (w.error and "failed" or (w._closed and "closed" or "open")) .. ")"
+end
+
+function Writer.new(h)
+  return setmetatable({ _h = h }, Writer)
+end
+
+-- Calls run one after another, in call order (a chain of futures), after the start.
+function Writer:_serial(fn)
+  local prev, mine = self._tail, async.future()
+  self._tail = mine
+  if prev then prev:await() end
+  local res = { pcall(function()
+    local h = self._h
+    if not h._started:await() then return nil, h._start_err end
+    if self.error then return nil, self.error end
+    return fn(h._bp)
+  end) }
+  mine:resolve()
+  if not res[1] then error(res[2], 0) end
+  return res[2], res[3]
+end
+
+--- Write bytes to the process's stdin (queued until it started). Waits until
+-- they were handed over: true, or nil, err (also kept in .error).
+---@param s string
+---@return true|nil, dsh.Error|nil
+function Writer:write(s)
+  errors.check(MOD, "stdin:write", s, "string")
+  if self._closed then error(MOD .. ": stdin:write: stdin was closed", 2) end
+  return self:_serial(function(bp)
+    local r, e = bp:write(s)
+    if not r then self.error = e end
+    return r, e
+  end)
+end
+
+--- Close stdin after the bytes written so far (idempotent).
+function Writer:close()
+  if self._closed then return true end
+  self._closed = true
+  return self:_serial(function(bp)
+    local r, e = bp:close_stdin()
+    if not r then self.error = e end
+    return r, e
+  end)
+end
+
+-- Process handles ------------------------------------------------------------------
+
+---@class dsh.subprocess.Handle
+---@field pid integer            the process group id; -1 until started (and after a failed start)
+---@field stdin dsh.subprocess.Writer|nil    with stdin = "pipe"
+---@field stdout dsh.subprocess.Pipe|dsh.subprocess.Collector|nil  pipe: read(); collect: readFrom()
+---@field stderr dsh.subprocess.Pipe|dsh.subprocess.Collector|nil
+---@field done dsh.Future        resolves {exitCode=, signal=}; rejects when the start failed
+---@field stateDir string        where spill files go
+local Handle = {}
+Handle.__index = Handle
+Handle.__tostring = function(h)
+  local state = not h._started:done() and "starting"
+    or (h._start_err and "failed") or (h.done:done() and "ended") or "running"
+  return string.format("dsh.subprocess.handle(%s, pid %d, %s)", h._argv[1], h.pid, state)
+end
+
+local function make_sink(spec)
+  if spec.mode == "pipe" then return output.pipe() end
+  if spec.mode == "collect" then return output.collector(spec.maxBytes, spec.spill) end
+  return nil
+end
+
+function Handle.new(svc, o)
+  local id = require("dsh.subprocess").new_id()
+  local h = setmetatable({
+    pid = -1, done = async.future(), stateDir = svc._backend:state_dir(id),
+    _svc = svc, _argv = o.argv, _grace = o.grace, _started = async.future(), _released = async.future(),
+  }, Handle)
+  if o.stdin == "pipe" then h.stdin = Writer.new(h) end
+  h.stdout, h.stderr = make_sink(o.stdout), make_sink(o.stderr)
+  local streams = { stdout = o.stdout, stderr = o.stderr }
+  for name, s in pairs(streams) do
+    if s.spill then
+      s.spill.path = h.stateDir .. "/" .. name .. ".log"
+    end
+  end
+  local sinks = { stdout = h.stdout, stderr = h.stderr }
+  local std = { stdout = io.stdout, stderr = io.stderr }
+  local spec = {
+    argv = o.argv, cwd = o.cwd, env = o.env, stdin = o.stdin == "ignore" and "ignore" or "pipe",
+    stdout = o.stdout, stderr = o.stderr,
+    on_gap = function(stream, n)
+      local sink = sinks[stream]
+      if sink and sink.skip then sink:skip(n) end
+    end,
+    on_data = function(stream, bytes)
+      local sink = sinks[stream]
+      if sink then
+        sink:push(bytes)
+      elseif streams[stream].mode == "inherit" then
+        std[stream]:write(bytes)
+        std[stream]:flush()
+      end
+    end,
+  }
+  svc._live[h] = true
+  if o.signal then
+    h._off_abort = o.signal:on_abort(function() h:terminate() end)
+  end
+  async.run(Handle._run, h, spec, o.stdin_data, streams)
+  async.run(Handle._release, h)
+  return h
+end
+
+function Handle:_finish_outputs(err)
+  for _, s in ipairs { self.stdout, self.stderr } do
+    if s then s:finish(err) end
+  end
+end
+
+-- A backend that raises (a bug) must still settle done and release the handle.
+function Handle:_run(spec, stdin_data, streams)
+  local ok, err = xpcall(Handle._start_and_wait, debug.traceback, self, spec, stdin_data, streams)
+  if ok then return end
+  local e = errors.new("SUBPROCESS_FAILED", self._svc.name .. ": " .. tostring(err))
+  if not self._started:done() then
+    self._start_err = e
+    self._started:resolve(false)
+  end
+  self:_finish_outputs(e)
+  if not self.done:done() then self.done:reject(e) end
+end
+
+function Handle:_start_and_wait(spec, stdin_data, streams)
+  local svc = self._svc
+  local bp, err = svc._backend:start(spec)
+  if bp and svc._after_start then -- fault injection for specs: a failure once the group exists
+    local ok, ferr = svc._after_start(self, bp)
+    if not ok then bp, err = nil, rollback(svc.name, bp, ferr) end
+  end
+  if not bp then
+    self._start_err = err or errors.new("SUBPROCESS_START", svc.name .. ": start failed")
+    self._started:resolve(false)
+    self:_finish_outputs(self._start_err)
+    if self.stdin then self.stdin.error = self._start_err end
+    self.done:reject(self._start_err)
+    return
+  end
+  self._bp, self.pid = bp, bp.pid
+  for name, s in pairs(streams) do
+    if s.spill then self[name].spillPath = s.spill.path end
+  end
+  self._started:resolve(true)
+  if self._term_requested then async.run(function() bp:terminate(self._grace) end) end
+  if stdin_data then
+    -- batch stdin: failures are ignored (the reference does the same)
+    if stdin_data ~= "" then bp:write(stdin_data) end
+    bp:close_stdin()
+  end
+  local res, werr = bp:wait()
+  self:_finish_outputs(not res and werr or nil)
+  local remove, keep_any = {}, false
+  for name, s in pairs(streams) do
+    if s.spill then
+      if self[name]:spill_unneeded() then
+        remove[#remove + 1] = s.spill.path
+        self[name].spillPath = nil
+      else
+        keep_any = true
+      end
+    end
+  end
+  if #remove > 0 then bp:remove(remove, not keep_any and self.stateDir or nil) end
+  if res then self.done:resolve(res) else self.done:reject(werr) end
+end
+
+-- Leaves the live set once done settled and the group is gone; then the
+-- backend's resources are released.
+function Handle:_release()
+  self.done:on_settle(function() end)
+  pcall(self.done.await, self.done)
+  if self._off_abort then self._off_abort() end
+  local ok, err
+  for attempt = 1, RELEASE_ATTEMPTS do
+    ok, err = self:waitForExit()
+    if ok or (err and err.code == "SUBPROCESS_LOST") then break end
+    if attempt < RELEASE_ATTEMPTS then async.sleep(100 * attempt) end
+  end
+  if self._bp then self._bp:close() end
+  self._svc._live[self] = nil
+  if ok then self._released:resolve(true) else self._released:resolve(nil, err) end
+end
+
+--- TERM to the group, KILL after graceMs unless it is gone. Returns at once;
+-- idempotent; before the start it applies once the group exists.
+function Handle:terminate()
+  if self._term_requested then return true end
+  self._term_requested = true
+  local bp = self._bp
+  if bp and not self._quiet then
+    async.run(function() bp:terminate(self._grace) end)
+  end
+  return true
+end
+
+--- True once the whole group has exited (also when the start failed); false
+-- when signal aborted first; nil, err when that cannot be learned.
+---@param signal dsh.AbortSignal|nil
+---@return boolean|nil, dsh.Error|nil
+function Handle:waitForExit(signal)
+  if signal ~= nil and not async.is_signal(signal) then
+    error(MOD .. ": waitForExit: expected an abort signal", 2)
+  end
+  if signal and signal.aborted then return false end
+  if self._quiet then return true end
+  if not self._started:done() then
+    if signal then
+      local _, aerr = async.race_signal(self._started, signal)
+      if aerr then return false end
+    else
+      self._started:await()
+    end
+  end
+  if self._start_err then return true end
+  local ok, err = self._bp:wait_quiescent(signal)
+  if ok then self._quiet = true return true end
+  if ok == false then return false end
+  return nil, err
+end
+
+function Handle:_dispose_start()
+  self:terminate()
+  -- nobody will read any more: unblock a producer held back by a full pipe
+  for _, s in ipairs { self.stdout, self.stderr } do
+    if s and s.close then s:close() end
+  end
+end
+
+function Handle:_join()
+  pcall(self.done.await, self.done)
+  return self._released:await()
+end
+
+-- Terminals ---------------------------------------------------------------------
+
+---@class dsh.subprocess.Terminal
+---@field pid integer  the session's process group id
+---@field done dsh.Future resolves {exitCode=, signal=}
+local Terminal = {}
+Terminal.__index = Terminal
+Terminal.__tostring = function(t)
+  return string.format("dsh.subprocess.terminal(%s, pid %d%s)", t._argv[1], t.pid,
+    t._closed and ", closed" or (t.done:done() and ", ended" or ""))
+end
+
+function Terminal.start(svc, o)
+  local t = setmetatable({ pid = -1, done = async.future(), _svc = svc, _argv = o.argv, _grace = o.grace,
+    _out = output.pipe(), _released = async.future() }, Terminal)
+  local bp, err = svc._backend:start {
+    argv = o.argv, cwd = o.cwd, env = o.env, pty = o.pty, stdin = "pipe",
+    stdout = { mode = "pipe" }, stderr = { mode = "pipe" },
+    on_data = function(_, bytes) t._out:push(bytes) end,
+  }
+  if not bp then return nil, err end
+  t._bp, t.pid = bp, bp.pid
+  svc._live[t] = true
+  async.run(function()
+    local res, werr = bp:wait()
+    t._out:finish(not res and werr or nil)
+    if res then t.done:resolve(res) else t.done:reject(werr) end
+  end)
+  return t
+end
+
+local function open(t, what)
+  if t._closed then error(MOD .. ": terminal:" .. what .. ": the terminal is closed", 3) end
+  return t._bp
+end
+
+--- The next bytes the terminal printed; nil at end; nil, err on failure.
+function Terminal:read()
+  return self._out:read()
+end
+
+--- Type bytes into the terminal.
+function Terminal:write(s)
+  errors.check(MOD, "terminal:write", s, "string")
+  return open(self, "write"):write(s)
+end
+
+function Terminal:resize(rows, cols)
+  for what, v in pairs { rows = rows, cols = cols } do
+    if type(v) ~= "number" or v < 1 or v > 65535 or v % 1 ~= 0 then
+      error(MOD .. ": terminal:resize: " .. what .. " must be an integer in [1, 65535]", 2)
+    end
+  end
+  return open(self, "resize"):resize(rows, cols)
+end
+
+--- Send a signal ("SIGINT", "INT", 2, ...) to the terminal's foreground
+-- process group (a shell's running job), as a keyboard would. Returns the
+-- pgid it was delivered to, or nil, err.
+function Terminal:signal(sig)
+  return open(self, "signal"):signal_foreground(sig)
+end
+
+--- Wait for the leader's exit: {exitCode=, signal=}, or nil, err (aborted, lost).
+function Terminal:wait(signal)
+  self.done:on_settle(function() end)
+  local ok, res, err = pcall(async.await, self.done, signal)
+  if not ok then return nil, res end
+  return res, err
+end
+
+function Terminal:_dispose_start()
+  if self._closing then return end
+  self._closing = true
+  async.run(function()
+    -- a hangup is what closing a terminal means (shells exit on it and pass
+    -- it to their jobs); TERM then KILL after graceMs for whatever stays
+    self._bp:signal("SIGHUP")
+    self._bp:terminate(self._grace)
+    self._out:close()
+    self.done:on_settle(function() end)
+    pcall(self.done.await, self.done)
+    self._bp:kill_session() -- job groups of the session outlive the leader's group
+    local ok, err
+    for attempt = 1, RELEASE_ATTEMPTS do
+      ok, err = self._bp:wait_quiescent()
+      if ok or (err and err.code == "SUBPROCESS_LOST") then break end
+      if attempt < RELEASE_ATTEMPTS then async.sleep(100 * attempt) end
+    end
+    self._bp:close()
+    self._closed = true
+    self._svc._live[self] = nil
+    if ok then self._released:resolve(true) else self._released:resolve(nil, err) end
+  end)
+end
+
+function Terminal:_join()
+  return self._released:await()
+end
+
+--- SIGHUP, then TERM the group and KILL after graceMs, kill what is left of
+-- the session, wait until the group is gone, release.
+-- Idempotent. Returns true, or nil, err when the group's end could not be confirmed.
+function Terminal:close()
+  self:_dispose_start()
+  return self:_join()
+end
+
+M.Writer = Writer
+M.Handle = Handle
+M.Terminal = Terminal
+return M

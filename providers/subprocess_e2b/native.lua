@@ -1,0 +1,101 @@
+--- subprocess-e2b on dshd: its extensions do the work natively.
+--
+-- Start carries the explicit env in `envs` and the seam's scrub rules in
+-- `envScrub` (dshd scrubs its own ambient environment; nothing is written to
+-- disk), spill paths in `spill` (dshd copies the first maxBytes+1 bytes while
+-- it reads). The leader leads its process group, so pid == pgid. terminate is
+-- one SendSignal {SIGTERM, group, graceMs} — dshd escalates to SIGKILL itself;
+-- quiescence is a WatchGroup stream that ends once the group is empty; the
+-- end event carries the exact exit signal. A dropped stream is resumed by
+-- byte offset (remote.lua).
+local async = require "dsh.async"
+local loop = require "dsh.loop"
+local remote = require "dsh.providers.subprocess_e2b.remote"
+local subprocess = require "dsh.subprocess"
+
+local M = {}
+
+--- Extensions this flavour needs (advertised by dshd's /health).
+M.REQUIRED = {
+  "process-groups", "group-signals", "exit-signals", "replay", "quiescence", "env-scrub", "spill",
+}
+
+local Native = setmetatable({}, { __index = remote.Proc })
+Native.__index = Native
+Native.__tostring = remote.Proc.__tostring
+
+function M.start(backend, client, spec)
+  local args = {}
+  for i = 2, #spec.argv do args[i - 1] = spec.argv[i] end
+  local spill
+  for _, name in ipairs { "stdout", "stderr" } do
+    local s = spec[name].spill
+    if s then
+      spill = spill or {}
+      spill[name] = { path = s.path, maxBytes = s.maxBytes }
+    end
+  end
+  local p, err = client:start {
+    cmd = spec.argv[1], args = args, envs = spec.env, cwd = spec.cwd, pty = spec.pty,
+    stdin = spec.stdin == "pipe", env_scrub = subprocess.scrub_wire(), spill = spill,
+  }
+  if not p then return nil, err end
+  local bp = setmetatable(remote.new({ backend = backend, client = client, spec = spec, flavor = "dshd",
+    resume = true }, p, p.pid), Native)
+  bp:start_pump()
+  return bp
+end
+
+function Native._outcome(_, e)
+  if e.signal then return { exitCode = nil, signal = e.signal } end
+  return { exitCode = e.exit_code, signal = nil }
+end
+
+function Native:signal(sig)
+  return self._client:send_signal(self.pid, sig, { group = true })
+end
+
+function Native:terminate(grace_ms)
+  local ok, err = self._client:send_signal(self.pid, "SIGTERM", { group = true, grace_ms = grace_ms })
+  if not ok and err.code == "not_found" then return true end -- the group is gone already
+  return ok, err
+end
+
+function Native:kill()
+  local ok, err = self._client:send_signal(self.pid, "SIGKILL", { group = true })
+  if not ok and err.code == "not_found" then return true end
+  return ok, err
+end
+
+--- true once the group is empty (WatchGroup ends), false when signal
+-- aborted, nil, err when the daemon stayed unreachable for reconnectMs.
+function Native:wait_quiescent(signal)
+  if self._err then return nil, self._err end -- the daemon is gone: its groups' fate is unknowable
+  local deadline, delay -- from the first failure in a row
+  while true do
+    if signal and signal.aborted then return false end
+    local w, err = self._client:watch_group(self.pid, { signal = signal })
+    if w then
+      deadline, delay = nil, nil
+      while true do
+        local st, werr = w:next()
+        if not st or st.quiescent then
+          w:close()
+          if st or not werr then return true end
+          err = werr
+          break
+        end
+      end
+    end
+    if signal and signal.aborted then return false end
+    -- a record dshd no longer has belongs to a group that ended long ago
+    if err.code == "not_found" then return true end
+    deadline = deadline or loop.now_ms() + self._backend.reconnect_ms
+    delay = delay or 25
+    if loop.now_ms() + delay > deadline then return nil, remote.lost(self.pid, err) end
+    async.sleep(delay, signal)
+    delay = math.min(delay * 2, 400)
+  end
+end
+
+return M

@@ -1,0 +1,189 @@
+--- subprocess-e2b: what a process started through envd has on either kind of
+-- daemon — its event stream, the pump that moves output to the seam's sinks,
+-- reconnection after a dropped stream, stdin and spill removal. The dshd
+-- flavour (native.lua) and the stock-envd flavour (compat.lua) add starting,
+-- signals, quiescence and the exit outcome.
+--
+-- Reconnection: when the Start (or Connect) stream fails before its end
+-- event, the pump reconnects with Connect — on dshd with `resume` set to the
+-- byte offsets already delivered, so nothing is lost or repeated (a data
+-- event's `offset` trims an overlap; a jump forward is a gap the collector is
+-- told about). It retries for reconnectMs; then `done` rejects with
+-- SUBPROCESS_LOST, so a dead daemon is reported within seconds.
+local async = require "dsh.async"
+local errors = require "dsh.errors"
+local loop = require "dsh.loop"
+
+local M = {}
+local NAME = "subprocess-e2b"
+
+---@class dsh.subprocess_e2b.Proc
+---@field pid integer
+local Proc = {}
+Proc.__index = Proc
+Proc.__tostring = function(p)
+  return string.format("subprocess-e2b.proc(%s, pid %d%s)", p._flavor, p.pid or -1,
+    p._closed and ", closed" or "")
+end
+M.Proc = Proc
+
+function M.lost(pid, err)
+  return errors.new("SUBPROCESS_LOST", string.format(
+    "%s: lost the connection to process %d and could not reconnect: %s", NAME, pid,
+    err and (err.message or tostring(err)) or "unknown error"), { cause = err })
+end
+
+--- A proc over an opened envd process stream p. o: backend, client, spec, flavor,
+-- resume (true: dshd replay offsets), pty.
+function M.new(o, p, pid)
+  return setmetatable({
+    pid = pid, _backend = o.backend, _client = o.client, _spec = o.spec, _flavor = o.flavor,
+    _resume = o.resume, _pty = o.spec.pty ~= nil, _stream = p, _envd_pid = p.pid,
+    _off = { stdout = 0, stderr = 0, pty = 0 }, _pump_done = async.future(),
+  }, Proc)
+end
+
+-- Data as the daemon sent it → the seam's sinks, exactly once per byte.
+function Proc:_data(ev)
+  local key, data = ev.stream, ev.data
+  local want = self._off[key] or 0
+  if ev.offset then
+    if ev.offset > want then
+      if self._spec.on_gap then self._spec.on_gap(key == "pty" and "stdout" or key, ev.offset - want) end
+    elseif ev.offset < want then
+      data = data:sub(want - ev.offset + 1)
+    end
+    self._off[key] = math.max(want, ev.offset + #ev.data)
+  else
+    self._off[key] = want + #data
+  end
+  if self._filter then data = self:_filter(key, data) end
+  if data ~= "" then self._spec.on_data(key == "pty" and "stdout" or key, data) end
+end
+
+-- Connect again; dshd resumes from our offsets. Returns true or nil, err.
+function Proc:_reconnect(first_err)
+  local deadline = loop.now_ms() + self._backend.reconnect_ms
+  local delay, last = 25, first_err
+  self._stream:close()
+  while not self._closed do
+    local sb, serr = self._backend.e2b:getSandbox()
+    if not sb then return nil, serr end
+    local opts = {}
+    if self._resume then
+      opts.resume = self._pty and { pty = self._off.pty }
+        or { stdout = self._off.stdout, stderr = self._off.stderr }
+    end
+    local p, err = sb.envd:connect(self._envd_pid, opts)
+    if p then
+      self._stream = p
+      return true
+    end
+    last = err
+    if err.code == "not_found" then break end
+    if loop.now_ms() + delay > deadline then break end
+    async.sleep(delay)
+    delay = math.min(delay * 2, 400)
+  end
+  return nil, M.lost(self.pid, last)
+end
+
+--- The pump task: every event until the end event (or a loss).
+function Proc:_pump()
+  while not self._closed do
+    local ev, err = self._stream:next()
+    if ev and ev.type == "data" then
+      self:_data(ev)
+    elseif ev then
+      self._end = ev
+      break
+    elseif self._closed then
+      break
+    else
+      local ok, rerr = self:_reconnect(err or errors.new("unknown", "stream ended without an end event"))
+      if not ok then
+        self._err = rerr
+        break
+      end
+    end
+  end
+  if self._on_pump_end then self:_on_pump_end() end
+  self._pump_done:resolve()
+end
+
+function Proc:start_pump()
+  async.run(Proc._pump, self)
+end
+
+function Proc._closed_error()
+  return errors.new("SUBPROCESS_CLOSED", NAME .. ": the process was released")
+end
+
+function Proc:write(s)
+  if self._closed then return nil, self:_closed_error() end
+  if self._pty then return self._client:send_pty(self._envd_pid, s) end
+  if s == "" then return true end
+  return self._client:send_stdin(self._envd_pid, s)
+end
+
+function Proc:close_stdin()
+  if self._closed then return true end
+  if self._pty then return self._client:send_pty(self._envd_pid, "\4") end
+  return self._client:close_stdin(self._envd_pid)
+end
+
+function Proc:resize(rows, cols)
+  if self._closed then return nil, self:_closed_error() end
+  return self._client:update_pty(self._envd_pid, rows, cols)
+end
+
+local FOREGROUND = [[
+fg=$(ps -o tpgid= -p "$1" 2>/dev/null); fg=${fg//[!0-9]/}
+if [ -z "$fg" ] || [ "$fg" -le 0 ]; then fg=$1; fi
+kill -s "$2" -- "-$fg" && echo "$fg"
+]]
+
+--- Terminals: the signal to the terminal's foreground process group (a
+-- command run in the sandbox: envd has no call for it). Returns that pgid.
+function Proc:signal_foreground(sig)
+  local num = require("dsh.proc").signum(sig)
+  if not num then error(NAME .. ": unknown signal " .. tostring(sig), 3) end
+  local r, err = self._backend.e2b:exec({ "/bin/bash", "-c", FOREGROUND, "dsh-e2b", tostring(self.pid),
+    tostring(num) })
+  if not r then return nil, err end
+  local fg = tonumber(r.stdout:match("%d+"))
+  if r.exit_code ~= 0 or not fg then
+    return nil, errors.new("not_found", "the terminal's process group is gone")
+  end
+  return fg
+end
+
+--- Terminals: SIGKILL whatever is left in the session (job groups of a shell).
+function Proc:kill_session()
+  local kill = [[pkill -KILL -s "$1"; exit 0]]
+  self._backend.e2b:exec({ "/bin/bash", "-c", kill, "dsh-e2b", tostring(self.pid) })
+  return true
+end
+
+--- Delete spill files (and their directory); errors are ignored (§6.4 item 7).
+function Proc:remove(paths, dir)
+  for _, p in ipairs(paths) do self._client:remove(p) end
+  if dir then self._client:remove(dir) end
+end
+
+--- {exitCode=, signal=} once the end event arrived, nil, err when the process was lost.
+function Proc:wait()
+  self._pump_done:await()
+  if self._err then return nil, self._err end
+  if not self._end then return nil, self:_closed_error() end
+  return self:_outcome(self._end)
+end
+
+function Proc:close()
+  if self._closed then return end
+  self._closed = true
+  self._stream:close()
+  if self._on_close then self:_on_close() end
+end
+
+return M

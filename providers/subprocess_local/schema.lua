@@ -1,0 +1,31 @@
+--- Config of subprocess-local: { cwd=, ambientEnv=, spillDir= }.
+-- Raises on bad config; returns the normalised config.
+local M = {}
+
+local function fail(msg)
+  error("subprocess-local: " .. msg, 0)
+end
+
+function M.validate(cfg)
+  if type(cfg) ~= "table" then fail("config must be a table") end
+  for k in pairs(cfg) do
+    if k ~= "cwd" and k ~= "ambientEnv" and k ~= "spillDir" then
+      fail("unknown config key " .. tostring(k))
+    end
+  end
+  for _, k in ipairs { "cwd", "spillDir" } do
+    local v = cfg[k]
+    if v ~= nil and (type(v) ~= "string" or v:sub(1, 1) ~= "/" or v:find("%z")) then
+      fail(k .. " must be an absolute path")
+    end
+  end
+  if cfg.ambientEnv ~= nil then
+    if type(cfg.ambientEnv) ~= "table" then fail("ambientEnv must be a table of strings") end
+    for k, v in pairs(cfg.ambientEnv) do
+      if type(k) ~= "string" or type(v) ~= "string" then fail("ambientEnv must map strings to strings") end
+    end
+  end
+  return { cwd = cfg.cwd, ambientEnv = cfg.ambientEnv, spillDir = cfg.spillDir }
+end
+
+return M
