@@ -1,0 +1,191 @@
+/* main.c: dshd's command line. Parses flags into a dshd_config_t, reads the
+ * access token (preferably from a file descriptor, so it never shows in
+ * /proc/<pid>/cmdline; a token given in argv is wiped from argv at once),
+ * starts the server and maps its end to the exit status: 0 after SIGTERM or
+ * SIGINT, 3 after the idle timeout, 1 on a start-up failure, 2 on usage. */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "server.h"
+
+static void usage(FILE *f) {
+  fputs(
+      "usage: dshd [options]\n"
+      "\n"
+      "envd-compatible sandbox daemon (Connect over HTTP/1.1 + /files + /health).\n"
+      "\n"
+      "  --listen ADDR            127.0.0.1:PORT, [::1]:PORT, localhost:PORT (127.0.0.1 and ::1),\n"
+      "                           or a unix socket path (contains '/'); default 127.0.0.1:49983;\n"
+      "                           port 0 picks a free port\n"
+      "  --ready-file PATH        once listening, write the address + newline there (atomically)\n"
+      "  --access-token-fd FD     read the access token from FD (then close it); preferred\n"
+      "  --access-token TOKEN     the access token (visible to other local users until wiped)\n"
+      "  --user NAME              default user (default: 'user' if it exists, else our own)\n"
+      "  --workdir PATH           default working directory for empty paths (default: home)\n"
+      "  --envd-compat            behave exactly like stock envd: no dshd extensions\n"
+      "  --replay-bytes N         output kept per process for replay (default 1048576)\n"
+      "  --max-rpc-body-bytes N   request body bound for RPCs (default 67108864)\n"
+      "  --idle-timeout-ms N      exit with status 3 after N ms without requests or streams\n"
+      "  --connection-memory-kib N  per-connection buffer pool of libmicrohttpd (default 128)\n"
+      "  -v, --verbose            log one line per request (never headers or tokens)\n"
+      "  --version                print the version\n"
+      "  -h, --help               this text\n",
+      f);
+}
+
+static int parse_u64(const char *s, uint64_t *out) {
+  if (!s || !*s) return -1;
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno || *end || s[0] == '-') return -1;
+  *out = v;
+  return 0;
+}
+
+static char *read_token_fd(const char *arg) {
+  uint64_t fdv;
+  if (parse_u64(arg, &fdv) != 0 || fdv > INT_MAX) return NULL;
+  int fd = (int)fdv;
+  char buf[4097];
+  size_t n = 0;
+  for (;;) {
+    ssize_t k = read(fd, buf + n, sizeof buf - 1 - n);
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) {
+      close(fd);
+      return NULL;
+    }
+    if (k == 0) break;
+    n += (size_t)k;
+    if (n == sizeof buf - 1) break;
+  }
+  close(fd);
+  while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ')) n--;
+  buf[n] = 0;
+  char *t = n ? strdup(buf) : NULL;
+  memset(buf, 0, sizeof buf);
+  return t;
+}
+
+static void raise_nofile(void) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max > 65536 ? 65536 : rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
+int main(int argc, char **argv) {
+  dshd_config_t cfg = {
+      .listen = "127.0.0.1:49983",
+      .replay_bytes = 1u << 20,
+      .max_rpc_body_bytes = 64u << 20,
+  };
+  dshd_server_opts_t opts = {.verbose = 0, .connection_memory_bytes = 128u << 10};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define NEED_ARG                                      \
+  do {                                                \
+    if (!v) {                                         \
+      fprintf(stderr, "dshd: %s needs a value\n", a); \
+      return 2;                                       \
+    }                                                 \
+    i++;                                              \
+  } while (0)
+    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+      usage(stdout);
+      return 0;
+    } else if (strcmp(a, "--version") == 0) {
+      printf("dshd %s\n", DSHD_VERSION);
+      return 0;
+    } else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
+      opts.verbose = 1;
+    } else if (strcmp(a, "--envd-compat") == 0) {
+      cfg.envd_compat = 1;
+    } else if (strcmp(a, "--listen") == 0) {
+      NEED_ARG;
+      cfg.listen = v;
+    } else if (strcmp(a, "--ready-file") == 0) {
+      NEED_ARG;
+      cfg.ready_file = v;
+    } else if (strcmp(a, "--user") == 0) {
+      NEED_ARG;
+      cfg.default_user = v;
+    } else if (strcmp(a, "--workdir") == 0) {
+      NEED_ARG;
+      cfg.default_workdir = v;
+    } else if (strcmp(a, "--access-token") == 0) {
+      NEED_ARG;
+      free(cfg.access_token);
+      cfg.access_token = strdup(v);
+      memset(argv[i], 'x', strlen(argv[i])); /* hide it from /proc/<pid>/cmdline */
+    } else if (strcmp(a, "--access-token-fd") == 0) {
+      NEED_ARG;
+      free(cfg.access_token);
+      cfg.access_token = read_token_fd(v);
+      if (!cfg.access_token) {
+        fprintf(stderr, "dshd: --access-token-fd %s: cannot read a token\n", v);
+        return 2;
+      }
+    } else if (strcmp(a, "--replay-bytes") == 0) {
+      NEED_ARG;
+      if (parse_u64(v, &cfg.replay_bytes) != 0) {
+        fprintf(stderr, "dshd: --replay-bytes: not a number: %s\n", v);
+        return 2;
+      }
+    } else if (strcmp(a, "--max-rpc-body-bytes") == 0) {
+      NEED_ARG;
+      if (parse_u64(v, &cfg.max_rpc_body_bytes) != 0 || cfg.max_rpc_body_bytes < 1024 ||
+          cfg.max_rpc_body_bytes > UINT32_MAX) {
+        fprintf(stderr, "dshd: --max-rpc-body-bytes: 1024..4294967295 expected: %s\n", v);
+        return 2;
+      }
+    } else if (strcmp(a, "--connection-memory-kib") == 0) {
+      NEED_ARG;
+      uint64_t kib;
+      if (parse_u64(v, &kib) != 0 || kib < 32 || kib > 16384) {
+        fprintf(stderr, "dshd: --connection-memory-kib: 32..16384 expected: %s\n", v);
+        return 2;
+      }
+      opts.connection_memory_bytes = (size_t)kib << 10;
+    } else if (strcmp(a, "--idle-timeout-ms") == 0) {
+      NEED_ARG;
+      uint64_t ms;
+      if (parse_u64(v, &ms) != 0 || ms > INT64_MAX) {
+        fprintf(stderr, "dshd: --idle-timeout-ms: not a number: %s\n", v);
+        return 2;
+      }
+      cfg.idle_timeout_ms = (int64_t)ms;
+    } else {
+      fprintf(stderr, "dshd: unknown option %s (try --help)\n", a);
+      return 2;
+    }
+#undef NEED_ARG
+  }
+  if (cfg.access_token && !*cfg.access_token) {
+    fprintf(stderr, "dshd: the access token is empty\n");
+    return 2;
+  }
+  raise_nofile();
+  char why[512] = "";
+  if (dshd_server_start(&cfg, &opts, why, sizeof why) != 0) {
+    fprintf(stderr, "dshd: %s\n", why);
+    dshd_server_stop();
+    free(cfg.access_token);
+    return 1;
+  }
+  int code = dshd_server_run();
+  dshd_server_stop();
+  if (cfg.access_token) {
+    memset(cfg.access_token, 0, strlen(cfg.access_token));
+    free(cfg.access_token);
+  }
+  return code;
+}

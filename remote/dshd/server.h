@@ -1,0 +1,157 @@
+/* server.h: what the server core (main.c, server.c, connect.c, files.c,
+ * users.c) shares privately. Services use dshd.h only.
+ *
+ * A dshd_req_t lives from the first access-handler call of a request to
+ * libmicrohttpd's completion notice; its kind decides which module feeds its
+ * body and builds its answer. Everything here runs on the one libev loop, and
+ * nothing may call MHD_run() from inside a libmicrohttpd callback. */
+#ifndef DSHD_SERVER_H
+#define DSHD_SERVER_H
+
+#include <microhttpd.h>
+
+#include "dsh/envelope.h"
+#include "dsh/errors.h"
+#include "dsh/sha256.h"
+#include "dshd.h"
+
+enum dshd_req_kind {
+  REQ_NONE = 0,
+  REQ_HEALTH,
+  REQ_UNARY,   /* Connect unary, application/json */
+  REQ_SSTREAM, /* Connect server stream, one request envelope */
+  REQ_CSTREAM, /* Connect client stream, envelopes fed as they arrive */
+  REQ_FILES_GET,
+  REQ_FILES_POST,
+  REQ_INIT
+};
+
+struct files_upload; /* files.c */
+
+struct dshd_req {
+  struct MHD_Connection *conn;
+  const char *url;
+  const char *method;
+  int kind;
+  const dshd_route_t *route;
+  /* An answer decided before the body was read: queued once the body has
+   * been discarded (or at once when the body may be large). */
+  struct MHD_Response *answer;
+  unsigned answer_status;
+  int answered;       /* a response was queued */
+  uint64_t discarded; /* body bytes dropped after an answer was decided */
+  /* Connect */
+  char *body; /* unary body */
+  size_t body_len, body_cap;
+  dsh_envelope_decoder_t *dec;
+  json_t *msg; /* server stream: the request message */
+  int nmsg;
+  void *cstate; /* client stream handler state */
+  int cstarted; /* client stream handler was called at least once */
+  int cfailed;
+  dshd_err_t cerr;
+  int64_t timeout_ms;
+  int64_t keepalive_ms;
+  dshd_stream_t *stream;
+  /* Authorization: Basic */
+  int basic_parsed;
+  char *basic_user;
+  /* /files upload and /init body */
+  struct files_upload *up;
+};
+
+/* --- server.c --------------------------------------------------------------- */
+
+/* main.c drives these: start (listeners, ready file; why on failure), run the
+ * loop until a signal or the idle timeout (returns the exit status), stop
+ * (closes streams, calls the process hook, frees everything). */
+typedef struct dshd_server_opts {
+  int verbose;                    /* one log line per request */
+  size_t connection_memory_bytes; /* libmicrohttpd's per-connection pool */
+} dshd_server_opts_t;
+int dshd_server_start(const dshd_config_t *cfg, const dshd_server_opts_t *opts, char *why,
+                      size_t whylen);
+int dshd_server_run(void);
+void dshd_server_stop(void);
+const char *dshd_server_address(void);
+/* POST /init */
+int dshd_server_set_workdir(const char *dir);
+void dshd_server_set_envs(json_t *envs); /* takes envs */
+void dshd_server_user_changed(void);
+
+/* Build responses. Bodies are copied. */
+struct MHD_Response *dshd_response_bytes(const char *ctype, const void *data, size_t len);
+struct MHD_Response *dshd_response_json(json_t *v); /* steals v; application/json */
+/* envd's HTTP error body {"code":<status>,"message":"..."}. */
+struct MHD_Response *dshd_response_http_error(unsigned status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Answer now if libmicrohttpd allows it (first call, or after the body),
+ * else remember it and discard the rest of the body. Takes resp. */
+void dshd_req_answer(dshd_req_t *r, unsigned status, struct MHD_Response *resp);
+
+/* Checks X-Access-Token (constant time). 1 = token configured and header ok
+ * or no token configured; 0 = missing or wrong. */
+int dshd_auth_header_ok(dshd_req_t *r);
+int dshd_auth_has_token(void);
+/* envd v1 URL signature (protocol §1.4); 0 ok, else -1 and why. */
+int dshd_auth_signature_ok(const char *path, const char *operation, const char *username,
+                           const char *signature, const char *expiration, const char **why);
+
+/* libmicrohttpd must be run soon (a connection was resumed). */
+void dshd_server_kick(void);
+int dshd_server_in_mhd(void);
+void dshd_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int dshd_verbose(void);
+
+/* Query value; *has_nul set when the decoded value contains a NUL byte. */
+const char *dshd_req_query_n(dshd_req_t *r, const char *name, int *has_nul);
+
+/* --- connect.c -------------------------------------------------------------- */
+
+/* Header stage of an RPC: content type, timeout, encodings. Sets r->kind or
+ * an answer. */
+void dshd_connect_begin(dshd_req_t *r);
+void dshd_connect_body(dshd_req_t *r, const char *data, size_t len);
+void dshd_connect_finish(dshd_req_t *r);
+void dshd_connect_completed(dshd_req_t *r, int client_gone);
+/* Streams still open (for the idle timer) and their shutdown. */
+size_t dshd_streams_open(void);
+void dshd_streams_shutdown(void);
+/* Resumes connections whose wake came while inside libmicrohttpd; returns
+ * how many. Called by server.c after MHD_run(). */
+int dshd_streams_flush_resumes(void);
+/* Connect error answers. */
+struct MHD_Response *dshd_connect_unary_error(const dshd_err_t *err, unsigned *status);
+json_t *dshd_connect_error_json(const dshd_err_t *err); /* {"code","message"} */
+
+/* --- files.c ---------------------------------------------------------------- */
+
+void dshd_files_begin(dshd_req_t *r);
+void dshd_files_body(dshd_req_t *r, const char *data, size_t len);
+void dshd_files_finish(dshd_req_t *r);
+void dshd_files_completed(dshd_req_t *r);
+/* POST /init */
+void dshd_init_begin(dshd_req_t *r);
+void dshd_init_body(dshd_req_t *r, const char *data, size_t len);
+void dshd_init_finish(dshd_req_t *r);
+
+/* --- users.c ---------------------------------------------------------------- */
+
+int dshd_users_init(const char *configured, dshd_err_t *err);
+const char *dshd_default_user(void);
+int dshd_set_default_user(const char *name, dshd_err_t *err);
+/* Creates missing directories of path (0755) chowned to u, like envd's
+ * EnsureDirs; -1 with an internal error naming the failing component. */
+int dshd_ensure_dirs(const dshd_user_t *u, const char *path, dshd_err_t *err);
+/* chown when running as root; 0 or -errno. */
+int dshd_chown_fd(const dshd_user_t *u, int fd);
+int dshd_chown_path(const dshd_user_t *u, const char *path);
+/* Go-style error text: "no such file or directory". */
+const char *dshd_strerror(int errnum);
+
+/* --- watch.c ---------------------------------------------------------------- */
+
+void dshd_watchers_shutdown(void);
+
+#endif
