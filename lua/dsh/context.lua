@@ -25,6 +25,7 @@ local MOD = "dsh.context"
 ---@field provides string|nil
 ---@field inject string[]|nil
 ---@field setup fun(scope:dsh.Scope, config:table):any, any
+---@field validate fun(config:table):table|nil  raises on bad config (called by use)
 
 ---@class dsh.Scope
 ---@field ctx table
@@ -87,6 +88,9 @@ function Context:use(provider, config)
   errors.check(MOD, "use: provider.name", provider.name, "string")
   errors.check(MOD, "use: provider.setup", provider.setup, "function")
   errors.check(MOD, "use: config", config, "table", true)
+  config = config or {}
+  -- Config is validated now, synchronously, so bad config fails before any I/O.
+  if provider.validate then config = provider.validate(config) or config end
   local key = provider.provides
   if key ~= nil then
     errors.check(MOD, "use: provider.provides", key, "string")
@@ -97,7 +101,7 @@ function Context:use(provider, config)
     self._claimed[key] = provider.name
   end
   local entry = {
-    provider = provider, config = config or {}, inject = provider.inject or {},
+    provider = provider, config = config, inject = provider.inject or {},
     state = "waiting", done = async.future(),
   }
   self._entries[#self._entries + 1] = entry

@@ -1,0 +1,153 @@
+--- dsh.hostfs: host file primitives the fs_local backend needs beyond lfs.
+--
+-- statx (nanosecond times, device and inode, the same struct layout on every
+-- Linux architecture), readlink, exclusive creation with an exact mode,
+-- chmod, mkdir, rename and unlink. Failures return nil, err with err.code
+-- "not_found" (ENOENT; for stat calls also ENOTDIR), "permission_denied"
+-- (EACCES, EPERM) or "io", err.message "<call>: <strerror>" and err.errno.
+-- Never raises on I/O failure; raises on misuse.
+local errors = require "dsh.errors"
+local F = require "dsh._ffi"
+local ffi = F.ffi
+local C = ffi.C
+local bit = require "bit"
+
+local M = {}
+
+local AT_FDCWD = -100
+local AT_SYMLINK_NOFOLLOW = 0x100
+local STATX_BASIC_STATS = 0x7ff
+-- Generic Linux values, identical on x86-64 and arm64.
+local O_WRONLY, O_CREAT, O_EXCL, O_CLOEXEC = 1, 64, 128, 524288
+local ENOENT, EPERM, EACCES, ENOTDIR, EINTR = 2, 1, 13, 20, 4
+
+local S_IFMT, S_IFREG, S_IFDIR, S_IFLNK = 0xF000, 0x8000, 0x4000, 0xA000
+
+local function fail(call, errno, stat_call)
+  local code = "io"
+  if errno == ENOENT or (stat_call and errno == ENOTDIR) then
+    code = "not_found"
+  elseif errno == EACCES or errno == EPERM then
+    code = "permission_denied"
+  end
+  return nil, errors.new(code, call .. ": " .. ffi.string(C.strerror(errno)), { errno = errno })
+end
+
+local function check_path(what, path)
+  if type(path) ~= "string" then
+    error("dsh.hostfs: " .. what .. ": expected a path string, got " .. type(path), 3)
+  end
+  if path:find("\0", 1, true) then
+    error("dsh.hostfs: " .. what .. ": path contains a NUL byte", 3)
+  end
+end
+
+local stx = ffi.new("struct dsh_hostfs_statx")
+
+local function ts(t)
+  return string.format("%d.%09d", tonumber(t.tv_sec), tonumber(t.tv_nsec))
+end
+
+---@class dsh.HostStat
+---@field type "file"|"directory"|"symlink"|"other"
+---@field size number
+---@field mode integer   permission bits (mode & 07777)
+---@field mtime string   "sec.nanosec"
+---@field ctime string   "sec.nanosec"
+---@field dev string     "major:minor"
+---@field ino string
+
+local function statx(path, flags, call)
+  check_path(call, path)
+  if C.statx(AT_FDCWD, path, flags, STATX_BASIC_STATS, stx) ~= 0 then
+    return fail(call, ffi.errno(), true)
+  end
+  local fmt = bit.band(stx.stx_mode, S_IFMT)
+  local kind = fmt == S_IFREG and "file" or fmt == S_IFDIR and "directory"
+    or fmt == S_IFLNK and "symlink" or "other"
+  return {
+    type = kind,
+    size = tonumber(stx.stx_size),
+    mode = bit.band(stx.stx_mode, 4095),
+    mtime = ts(stx.stx_mtime),
+    ctime = ts(stx.stx_ctime),
+    dev = stx.stx_dev_major .. ":" .. stx.stx_dev_minor,
+    ino = tostring(stx.stx_ino):gsub("ULL$", ""),
+  }
+end
+
+--- Metadata of path itself (a symlink is reported as "symlink").
+---@return dsh.HostStat|nil, dsh.Error?
+function M.lstat(path)
+  return statx(path, AT_SYMLINK_NOFOLLOW, "lstat")
+end
+
+--- Metadata of what path finally points to.
+---@return dsh.HostStat|nil, dsh.Error?
+function M.stat(path)
+  return statx(path, 0, "stat")
+end
+
+local linkbuf = ffi.new("char[?]", 4097)
+
+--- The text of a symbolic link.
+function M.readlink(path)
+  check_path("readlink", path)
+  local n = C.readlink(path, linkbuf, 4097)
+  if n < 0 then return fail("readlink", ffi.errno()) end
+  return ffi.string(linkbuf, n)
+end
+
+--- Create path (which must not exist) with exactly mode (umask does not
+-- apply), write data, close. A partial file is unlinked on failure.
+function M.create(path, data, mode)
+  check_path("create", path)
+  errors.check("dsh.hostfs", "create: data", data, "string")
+  local fd = C.open(path, bit.bor(O_WRONLY, O_CREAT, O_EXCL, O_CLOEXEC), ffi.cast("unsigned int", mode))
+  if fd < 0 then return fail("open", ffi.errno()) end
+  local ok, err = true, nil
+  if C.fchmod(fd, mode) ~= 0 then ok, err = fail("fchmod", ffi.errno()) end
+  local p, left = ffi.cast("const char *", data), #data
+  while ok and left > 0 do
+    local n = C.write(fd, p, left)
+    if n < 0 then
+      local e = ffi.errno()
+      if e ~= EINTR then ok, err = fail("write", e) end
+    else
+      p, left = p + n, left - n
+    end
+  end
+  if C.close(fd) ~= 0 and ok then ok, err = fail("close", ffi.errno()) end
+  if not ok then
+    C.unlink(path)
+    return nil, err
+  end
+  return true
+end
+
+function M.chmod(path, mode)
+  check_path("chmod", path)
+  if C.chmod(path, mode) ~= 0 then return fail("chmod", ffi.errno()) end
+  return true
+end
+
+function M.mkdir(path, mode)
+  check_path("mkdir", path)
+  if C.mkdir(path, mode or 493) ~= 0 then return fail("mkdir", ffi.errno()) end
+  return true
+end
+
+function M.rename(from, to)
+  check_path("rename", from)
+  check_path("rename", to)
+  if C.rename(from, to) ~= 0 then return fail("rename", ffi.errno()) end
+  return true
+end
+
+function M.unlink(path)
+  check_path("unlink", path)
+  if C.unlink(path) ~= 0 then return fail("unlink", ffi.errno()) end
+  return true
+end
+
+return M

@@ -1,0 +1,164 @@
+--- ctx.e2b: the owner of the one sandbox every provider of a context shares.
+--
+-- Creates a sandbox (or reconnects to sandboxId), makes cwd and the private
+-- runtime root <cwd>/.dsh-e2b (mode 0700), and on dispose applies exactly one
+-- disposition: kill, pause or leave. A sandbox it created is killed when its
+-- setup fails; a reconnected one never is. Two backends: "local" (default, a
+-- dsh.sandbox) and "cloud" (E2B's control plane; envd over HTTPS).
+local async = require "dsh.async"
+local errors = require "dsh.errors"
+local schema = require "dsh.providers.e2b.schema"
+
+local M = {
+  name = "dsh-e2b",
+  provides = "e2b",
+  inject = {},
+  validate = schema.validate,
+}
+
+---@class dsh.E2B
+---@field cwd string
+---@field runtimeRoot string
+---@field created boolean
+---@field timeoutMode string
+---@field disposeMode string
+---@field backend string
+local E2B = {}
+E2B.__index = E2B
+E2B.__tostring = function(e)
+  return "dsh.e2b(" .. (e._handle and e._handle.id or "?") .. (e._disposing and ", disposing" or "") .. ")"
+end
+
+--- POSIX shell quoting: 'a'"'"'b' for a'b.
+function M.quote(s)
+  return "'" .. tostring(s):gsub("'", [['"'"']]) .. "'"
+end
+E2B.quote = M.quote
+
+local function disposing()
+  return errors.new("E2B_DISPOSING", "E2B sandbox service is disposing")
+end
+
+--- The sandbox handle {id=, envd=} or nil, err (E2B_DISPOSING once disposal began).
+function E2B:getSandbox()
+  if self._disposing then return nil, disposing() end
+  return self._handle
+end
+
+function E2B:sandboxId()
+  local h, err = self:getSandbox()
+  if not h then return nil, err end
+  return h.id
+end
+
+--- Run argv in the sandbox without a shell and collect its output:
+-- {exit_code=, stdout=, stderr=, signal=} or nil, err. opts: cwd, signal, timeout_ms, stdin.
+function E2B:exec(argv, opts)
+  opts = opts or {}
+  local h, err = self:getSandbox()
+  if not h then return nil, err end
+  local args = {}
+  for i = 2, #argv do args[i - 1] = argv[i] end
+  local p, serr = h.envd:start { cmd = argv[1], args = args, cwd = opts.cwd, envs = opts.envs,
+    timeout_ms = opts.timeout_ms, signal = opts.signal, stdin = opts.stdin ~= nil }
+  if not p then return nil, serr end
+  if opts.stdin then
+    local ok, ierr = p:send_stdin(opts.stdin)
+    if ok then ok, ierr = p:close_stdin() end
+    if not ok then p:close() return nil, ierr end
+  end
+  local r, werr = p:wait()
+  p:close()
+  return r, werr
+end
+
+--- The absolute path of executable cmd in the sandbox (reference §2.1):
+-- an absolute path must be an executable file; a bare name is looked up with
+-- `command -v` in a login shell and must print one absolute line.
+function E2B:resolveExecutable(cmd, opts)
+  if type(cmd) ~= "string" or cmd == "" then
+    return nil, errors.new("E2B_EXECUTABLE", "E2B executable name must be non-empty")
+  end
+  if cmd:sub(1, 1) == "/" then
+    local r, err = self:exec({ "test", "-f", cmd, "-a", "-x", cmd }, opts)
+    if not r then return nil, err end
+    if r.exit_code ~= 0 then
+      return nil, errors.new("E2B_EXECUTABLE", 'E2B executable "' .. cmd .. '" is not an executable file')
+    end
+    return cmd
+  end
+  local r, err = self:exec({ "/bin/bash", "-l", "-c", "command -v -- " .. M.quote(cmd) }, opts)
+  if not r then return nil, err end
+  local line = r.stdout:gsub("\n$", "")
+  if r.exit_code ~= 0 or line:sub(1, 1) ~= "/" or line:find("\n") then
+    return nil, errors.new("E2B_EXECUTABLE", 'E2B executable "' .. cmd .. '" did not resolve to one absolute path')
+  end
+  return line
+end
+
+local function backend_of(cfg)
+  return require(cfg.backend == "cloud" and "dsh.providers.e2b.cloud_backend" or "dsh.providers.e2b.local_backend")
+end
+
+local function prepare(service, cfg)
+  local h = service._handle
+  local ok, err = h.envd:make_dir(cfg.cwd)
+  if not ok and err.code ~= "already_exists" then return nil, err end
+  ok, err = h.envd:make_dir(service.runtimeRoot)
+  if not ok and err.code ~= "already_exists" then return nil, err end
+  local r, cerr = service:exec { "chmod", "700", "--", service.runtimeRoot }
+  if not r then return nil, cerr end
+  if r.exit_code ~= 0 then
+    return nil, errors.new("E2B_SETUP", "chmod 700 " .. service.runtimeRoot .. " failed: " .. r.stderr)
+  end
+  return true
+end
+
+function M.setup(scope, cfg)
+  local backend = backend_of(cfg)
+  local service = setmetatable({
+    cwd = cfg.cwd,
+    runtimeRoot = (cfg.cwd == "/" and "" or cfg.cwd) .. "/.dsh-e2b",
+    created = cfg.sandboxId == nil,
+    timeoutMode = cfg.onTimeout,
+    disposeMode = cfg.onDispose,
+    backend = backend.name,
+  }, E2B)
+  local h, err
+  if cfg.sandboxId then
+    h, err = backend.connect(cfg, cfg.sandboxId)
+  else
+    h, err = backend.create(cfg)
+  end
+  if not h then return nil, err end
+  service._handle = h
+  -- Registered first, so it runs last: the disposition, or the kill of a
+  -- created sandbox whose setup failed.
+  local setup_done = false
+  scope:on_dispose(function()
+    service._disposing = true
+    if not setup_done then
+      if service.created then h:kill() end
+      h:close()
+      return
+    end
+    local mode = service.disposeMode
+    local ok, derr = true, nil
+    if mode == "kill" then
+      ok, derr = h:kill()
+    elseif mode == "pause" then
+      ok, derr = h:pause()
+      if ok == false then ok = true end -- already paused is fine
+    end
+    h:close()
+    if ok == nil then error(derr, 0) end
+  end)
+  if scope.signal.aborted then return nil, async.abort_error(scope.signal.reason) end
+  local ok, perr = prepare(service, cfg)
+  if not ok then return nil, perr end
+  setup_done = true
+  return service
+end
+
+M.E2B = E2B
+return M

@@ -1,0 +1,47 @@
+--- The local backend of ctx.e2b: a dsh.sandbox on this machine (dshd in bubblewrap).
+local sandbox = require "dsh.sandbox"
+
+local M = { name = "local" }
+
+local Handle = {}
+Handle.__index = Handle
+
+local function wrap(sb)
+  return setmetatable({ id = sb.id, envd = sb.envd, _sb = sb }, Handle)
+end
+
+function M.create(cfg)
+  local sb, err = sandbox.create {
+    timeoutMs = cfg.timeoutMs, onTimeout = cfg.onTimeout, network = cfg.network,
+    envs = cfg.envs, metadata = cfg.metadata,
+  }
+  if not sb then return nil, err end
+  return wrap(sb)
+end
+
+function M.connect(cfg, id)
+  local sb, err = sandbox.connect(id)
+  if not sb then return nil, err end
+  return wrap(sb)
+end
+
+function Handle:kill()
+  return sandbox.kill(self.id)
+end
+
+--- true when paused now, false when it already was (E2B's answer shape).
+function Handle:pause()
+  local running = false
+  for _, s in ipairs(sandbox.list()) do
+    if s.id == self.id then running = s.state == "running" end
+  end
+  local ok, err = sandbox.pause(self.id)
+  if not ok then return nil, err end
+  return running
+end
+
+function Handle:close()
+  self._sb:close()
+end
+
+return M

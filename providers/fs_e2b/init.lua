@@ -1,0 +1,225 @@
+--- ctx.fs inside the E2B sandbox (fs-e2b, reference §2.2): a dsh.fs backend over ctx.e2b.
+--
+-- targetKey is `realpath -z -m --` run in the sandbox (NUL-separated, so any
+-- file name survives, and batched: one process resolves every path of a call).
+-- Metadata comes from envd's Stat/ListDir EntryInfo; versions include the
+-- `dsh-version` tag each commit stores with its temp file (an xattr on dshd),
+-- so every commit changes the version even within one mtime tick.
+--
+-- Round trips, compared with the reference (§8): stat runs the realpath
+-- process and the Stat of the lexical path concurrently and asks again only
+-- when that path is a symlink; listDir probes only symlinked children (and
+-- those concurrently) instead of realpath + Stat per child; a commit is one
+-- upload, one chmod process and one Move whose EntryInfo is the new version.
+local async = require "dsh.async"
+local errors = require "dsh.errors"
+local fs = require "dsh.fs"
+
+local M = {
+  name = "fs-e2b",
+  provides = "fs",
+  inject = { "e2b" },
+}
+
+-- GNU realpath -m never finishes on a symlink cycle whose remaining path
+-- grows each round (u -> d/up, d/up -> ../u/z); the daemon kills it after this.
+M.REALPATH_TIMEOUT_MS = 10000
+
+function M.validate(cfg)
+  if type(cfg) ~= "table" or next(cfg) ~= nil then error("fs-e2b: takes no config", 0) end
+  return {}
+end
+
+local Backend = {}
+Backend.__index = Backend
+
+-- A dsh.FsInfo from a normalised envd entry. as_link: report a symlink as
+-- itself (lstat); otherwise an entry is typed by what it points to, as envd does.
+local function info_of(e, as_link)
+  local t
+  if as_link and e.symlink_target then
+    t = "symlink"
+  elseif e.type == "file" then
+    t = "file"
+  elseif e.type == "dir" then
+    t = "directory"
+  else
+    t = "other"
+  end
+  return {
+    type = t, size = e.size, mode = e.mode, mtime = e.modified_time, symlinkTarget = e.symlink_target,
+    identity = e.metadata and e.metadata["dsh-version"] or nil,
+  }
+end
+
+local function copts(opts)
+  return { signal = opts and opts.signal }
+end
+
+function Backend:_envd()
+  local h, err = self._e2b:getSandbox()
+  if not h then return nil, err end
+  return h.envd
+end
+
+-- Runs argv in the sandbox; true, stdout or nil, err (stderr as the message).
+function Backend:_run(argv, opts, timeout_ms)
+  local r, err = self._e2b:exec(argv, { signal = opts and opts.signal, timeout_ms = timeout_ms })
+  if not r then
+    if err.code == "deadline_exceeded" and timeout_ms then
+      return nil, errors.new("io", argv[1] .. " did not finish within " .. timeout_ms
+        .. " ms (too many levels of symbolic links?)")
+    end
+    return nil, err
+  end
+  if r.exit_code ~= 0 then
+    local msg = (r.stderr or ""):gsub("%s+$", "")
+    if msg == "" then msg = argv[1] .. " exited with code " .. tostring(r.exit_code) end
+    return nil, errors.new("io", msg)
+  end
+  return true, r.stdout
+end
+
+function Backend:realpath(paths, opts)
+  local argv = { "realpath", "-z", "-m", "--" }
+  for _, p in ipairs(paths) do argv[#argv + 1] = p end
+  local ok, out = self:_run(argv, opts, M.REALPATH_TIMEOUT_MS)
+  if not ok then return nil, out end
+  local keys = {}
+  for key in out:gmatch("([^%z]*)%z") do keys[#keys + 1] = key end
+  if #keys ~= #paths then
+    return nil, errors.new("io", string.format("realpath printed %d paths for %d", #keys, #paths))
+  end
+  return keys
+end
+
+function Backend:lstat(path, opts)
+  local envd, err = self:_envd()
+  if not envd then return nil, err end
+  local e, serr = envd:stat(path, copts(opts))
+  if not e then return nil, serr end
+  return info_of(e, true)
+end
+
+function Backend:stat(key, opts)
+  local envd, err = self:_envd()
+  if not envd then return nil, err end
+  local e, serr = envd:stat(key, copts(opts))
+  if not e then return nil, serr end
+  -- realpath -m leaves a symlink in a key only when it loops: stat(2) says ELOOP
+  if e.symlink_target and e.symlink_target == key then
+    return nil, errors.new("io", "stat " .. key .. ": too many levels of symbolic links")
+  end
+  return info_of(e, false)
+end
+
+-- realpath and the Stat of the lexical path at once: when that path is not
+-- itself a symlink its EntryInfo describes the same inode as Stat(targetKey).
+function Backend:locate(display, opts)
+  local envd, err = self:_envd()
+  if not envd then return nil, err end
+  local resolving = async.run(function() return self:realpath({ display }, opts) end)
+  local e, serr = envd:stat(display, copts(opts))
+  local keys, rerr = resolving:await()
+  if not keys then return nil, rerr end
+  local key = keys[1]
+  if e and not e.symlink_target then return key, info_of(e, false) end
+  if not e and serr.code == "not_found" then return key, false end
+  local info, ierr = self:stat(key, opts)
+  if info then return key, info end
+  if ierr.code == "not_found" then return key, false end
+  return nil, ierr
+end
+
+-- One ListDir; children that are symlinks are probed concurrently (resolvable
+-- ones by a Stat of envd's resolved target, dangling ones by one realpath).
+function Backend:children(key, opts)
+  local envd, err = self:_envd()
+  if not envd then return nil, err end
+  local entries, lerr = envd:list_dir(key, 1, copts(opts))
+  if not entries then return nil, lerr end
+  local base = key == "/" and "" or key
+  local out, linked, dangling = {}, {}, {}
+  for i, e in ipairs(entries) do
+    local child = base .. "/" .. e.name
+    if not e.symlink_target then
+      out[i] = { name = e.name, key = child, info = info_of(e, false) }
+    elseif e.symlink_target ~= child then
+      out[i] = { name = e.name, key = e.symlink_target }
+      linked[#linked + 1] = out[i]
+    else
+      out[i] = { name = e.name, path = child, info = false }
+      dangling[#dangling + 1] = out[i]
+    end
+  end
+  local tasks = {}
+  for j, item in ipairs(linked) do
+    tasks[j] = async.run(function() return self:stat(item.key, opts) end)
+  end
+  local paths = {}
+  for j, item in ipairs(dangling) do paths[j] = item.path end
+  local keys, rerr
+  if #paths > 0 then keys, rerr = self:realpath(paths, opts) end
+  local first
+  for j, item in ipairs(linked) do
+    local info, serr = tasks[j]:await()
+    if info then
+      item.info = info
+    elseif serr.code == "not_found" then
+      item.info = false
+    else
+      first = first or serr
+    end
+  end
+  if first then return nil, first end
+  if #paths > 0 and not keys then return nil, rerr end
+  for j, item in ipairs(dangling) do
+    item.key, item.path = keys[j], nil
+  end
+  return out
+end
+
+function Backend:open(key, opts)
+  local envd, err = self:_envd()
+  if not envd then return nil, err end
+  return envd:open_file(key, copts(opts))
+end
+
+function Backend:writeTemp(path, data, tag, opts)
+  local envd, err = self:_envd()
+  if not envd then return nil, err end
+  local ok, werr = envd:write_file(path, data, { metadata = { ["dsh-version"] = tag }, signal = opts.signal })
+  if not ok then return nil, werr end
+  return true
+end
+
+function Backend:chmod(path, mode, opts)
+  local ok, err = self:_run({ "chmod", string.format("%o", mode), "--", path }, opts)
+  if not ok then return nil, err end
+  return true
+end
+
+function Backend:rename(from, to, opts)
+  local envd, err = self:_envd()
+  if not envd then return nil, err end
+  local e, merr = envd:move(from, to, copts(opts))
+  if not e then return nil, merr end
+  return info_of(e, false)
+end
+
+function Backend:remove(path, opts)
+  local envd, err = self:_envd()
+  if not envd then return nil, err end
+  return envd:remove(path, copts(opts))
+end
+
+--- A dsh.fs backend over an E2B sandbox owner (ctx.e2b).
+function M.backend(e2b)
+  return setmetatable({ prefix = "e2b", cwd = e2b.cwd, _e2b = e2b }, Backend)
+end
+
+function M.setup(scope)
+  return fs.new(M.backend(scope.ctx.e2b))
+end
+
+return M

@@ -1,0 +1,203 @@
+--- ctx.fs on the host's own filesystem (fs-local).
+--
+-- A thin dsh.fs backend: lstat/stat through statx (nanosecond times, inode),
+-- realpath -m walked component by component, reads through stdio, temp files
+-- created exclusively with mode 0600, chmod and rename(2). Versions carry
+-- device, inode and ctime, so a replaced or touched file changes version.
+-- Config: root = the directory relative paths resolve against (default: the
+-- current directory). root does not confine anything; use fs:contains().
+local fs = require "dsh.fs"
+local errors = require "dsh.errors"
+local hostfs = require "dsh.hostfs"
+local lfs = require "lfs"
+local schema = require "dsh.providers.fs_local.schema"
+
+local M = {
+  name = "fs-local",
+  provides = "fs",
+  inject = {},
+  validate = schema.validate,
+}
+
+local Backend = {}
+Backend.__index = Backend
+
+local function info_of(st, target)
+  return {
+    type = st.type, size = st.size, mode = st.mode, mtime = st.mtime, symlinkTarget = target,
+    identity = st.dev .. ":" .. st.ino .. ":" .. st.ctime,
+  }
+end
+
+-- `realpath -m` as GNU coreutils computes it (gnulib canonicalize, CAN_MISSING):
+-- components are resolved left to right, a symlink's text is spliced in
+-- front of the rest, missing components are kept as they are. The first 20
+-- symlinks are followed freely; after that a symlink met again with the same
+-- parent directory and the same remaining text is a loop, and is kept as a
+-- plain component instead of failing. Where coreutils never ends (a cycle
+-- whose remaining text grows each round, e.g. u -> d/up, d/up -> ../u/z) this
+-- stops after MAX_LINKS symlinks with ELOOP's message.
+M.MAX_LINKS = 1000
+
+local function realpath_m(path)
+  local todo = {} -- remaining components, next one last
+  for seg in path:gmatch("[^/]+") do table.insert(todo, 1, seg) end
+  local out, links, seen = {}, 0, {}
+  while #todo > 0 do
+    local seg = table.remove(todo)
+    if seg == ".." then
+      out[#out] = nil
+    elseif seg ~= "." then
+      local dir = "/" .. table.concat(out, "/")
+      local cand = dir .. (#out > 0 and "/" or "") .. seg
+      local target = hostfs.readlink(cand) -- any failure: not a link here
+      local loop = false
+      if target then
+        if links >= M.MAX_LINKS then
+          return nil, errors.new("io", "realpath: Too many levels of symbolic links")
+        elseif links < 20 then
+          links = links + 1
+        else
+          local parent, err = hostfs.stat(dir)
+          if not parent then return nil, err end
+          local rest = {}
+          for i = #todo, 1, -1 do rest[#rest + 1] = todo[i] end
+          local key = parent.dev .. ":" .. parent.ino .. "|" .. seg .. "/" .. table.concat(rest, "/")
+          loop = seen[key]
+          seen[key] = true
+          links = links + 1
+        end
+      end
+      if target and not loop then
+        if target:sub(1, 1) == "/" then out = {} end
+        local segs = {}
+        for s in target:gmatch("[^/]+") do segs[#segs + 1] = s end
+        for i = #segs, 1, -1 do todo[#todo + 1] = segs[i] end
+      else
+        out[#out + 1] = seg
+      end
+    end
+  end
+  return "/" .. table.concat(out, "/")
+end
+M.realpath_m = realpath_m
+
+function Backend.realpath(_, paths)
+  local out = {}
+  for i, p in ipairs(paths) do
+    local key, err = realpath_m(p)
+    if not key then return nil, err end
+    out[i] = key
+  end
+  return out
+end
+
+function Backend.lstat(_, path)
+  local st, err = hostfs.lstat(path)
+  if not st then return nil, err end
+  local target
+  if st.type == "symlink" then target = hostfs.readlink(path) end
+  return info_of(st, target)
+end
+
+function Backend.stat(_, key)
+  local st, err = hostfs.stat(key)
+  if not st then return nil, err end
+  return info_of(st)
+end
+
+function Backend.names(_, key)
+  local names = {}
+  local ok, err = pcall(function()
+    for name in lfs.dir(key) do
+      if name ~= "." and name ~= ".." then names[#names + 1] = name end
+    end
+  end)
+  if not ok then return nil, errors.new("io", tostring(err)) end
+  return names
+end
+
+-- stdio reports "<path>: <strerror>" for open and "<strerror>" for read.
+local function io_error(call, path, msg, errno)
+  msg = tostring(msg)
+  if path and msg:sub(1, #path + 2) == path .. ": " then msg = msg:sub(#path + 3) end
+  local code = errno == 2 and "not_found" or (errno == 13 or errno == 1) and "permission_denied" or "io"
+  return errors.new(code, call .. ": " .. msg, { errno = errno })
+end
+
+local Reader = {}
+Reader.__index = Reader
+
+function Reader:read()
+  if not self._f then return nil end
+  local chunk, msg, errno = self._f:read(fs.CHUNK_BYTES)
+  if chunk then return chunk end
+  if msg then return nil, io_error("read", nil, msg, errno) end
+  return nil
+end
+
+function Reader:close()
+  if self._f then
+    self._f:close()
+    self._f = nil
+  end
+end
+
+function Backend.open(_, key)
+  local f, msg, errno = io.open(key, "rb")
+  if not f then return nil, io_error("open", key, msg, errno) end
+  return setmetatable({ _f = f }, Reader)
+end
+
+-- mkdir -p of dir (as POST /files does for the E2B backend).
+local function make_parents(dir)
+  if dir == "" or lfs.attributes(dir, "mode") == "directory" then return true end
+  local parent = dir:match("^(.*)/[^/]*$")
+  local ok, err = make_parents(parent)
+  if not ok then return nil, err end
+  ok, err = hostfs.mkdir(dir, 493)
+  if not ok and lfs.attributes(dir, "mode") ~= "directory" then return nil, err end
+  return true
+end
+
+function Backend.writeTemp(_, path, data)
+  local ok, err = make_parents(path:match("^(.*)/[^/]*$"))
+  if not ok then return nil, err end
+  return hostfs.create(path, data, 384)
+end
+
+function Backend.chmod(_, path, mode)
+  local ok, err = hostfs.chmod(path, mode)
+  if not ok then
+    -- a vanished temp file is an I/O failure of the write, not "not found"
+    return nil, errors.new(err.code == "not_found" and "io" or err.code, err.message)
+  end
+  return true
+end
+
+function Backend.rename(_, from, to)
+  local ok, err = hostfs.rename(from, to)
+  if not ok then return nil, err end
+  local st = hostfs.lstat(to)
+  -- gone again already: report a state no later stat can match
+  if not st then return { type = "other", mode = 0, identity = "vanished" } end
+  return info_of(st)
+end
+
+function Backend.remove(_, path)
+  return hostfs.unlink(path)
+end
+
+--- A dsh.fs backend over the host filesystem; cwd must be absolute.
+function M.backend(cwd)
+  return setmetatable({ prefix = "local", cwd = cwd }, Backend)
+end
+
+function M.setup(_, cfg)
+  local here = lfs.currentdir()
+  local root = cfg.root or here
+  if root:sub(1, 1) ~= "/" then root = here .. "/" .. root end
+  return fs.new(M.backend(fs.normalize(root)))
+end
+
+return M
