@@ -177,7 +177,10 @@ int dsh_envd_events_next(dsh_envd_events_t *e, dsh_envd_event_t *ev) {
     e->cap = need;
   }
   size_t n;
-  if (dsh_base64_decode_loose((const char *)b64, b64_len, e->buf, &n) != DSH_OK) {
+  /* envd and dshd write canonical padded base64, which the vectorised strict
+   * decoder takes; protobuf JSON also allows URL-safe or unpadded forms. */
+  if (dsh_base64_decode((const char *)b64, b64_len, e->buf, &n) != DSH_OK &&
+      dsh_base64_decode_loose((const char *)b64, b64_len, e->buf, &n) != DSH_OK) {
     return 1; /* not valid base64: let the caller's generic path report it */
   }
   ev->kind = DSH_ENVD_DATA;

@@ -11,7 +11,7 @@ const char *dsh_strerror(int status);
 const char *dsh_status_name(int status);
 ]]
 
-for _, part in ipairs { "loop", "codecs", "proc", "http", "sys", "sha256", "hostfs" } do
+for _, part in ipairs { "loop", "codecs", "proc", "http", "sys", "sha256", "hostfs", "envd" } do
   local ok, decl = pcall(require, "dsh._ffi." .. part)
   if ok then
     ffi.cdef(decl)

@@ -245,6 +245,36 @@ function Response:read(max_bytes)
   end
 end
 
+--- Like read, but lends everything buffered to sink(ptr, n) (ptr a
+-- `const uint8_t *` valid only during the call) instead of copying it into a
+-- Lua string; the bytes count as consumed. Returns true, nil at the end of the
+-- body, or nil, err. For decoders in C that take the bytes straight from here.
+---@param sink fun(ptr:ffi.cdata*, n:integer)
+---@return boolean|nil, dsh.Error?
+function Response:read_with(sink)
+  check_open(self, "read_with")
+  if not self.status then
+    local ok, err = self:head()
+    if not ok then return nil, err end
+  end
+  local st = self._st
+  while true do
+    if st.aborted ~= nil or not self._ptr then return nil, self:_error() end
+    local rc = C.dsh_http_peek(self._ptr, p_data, p_len)
+    if rc == 0 then
+      local n = p_len[0]
+      sink(p_data[0], n)
+      C.dsh_http_consume(self._ptr, n)
+      return true
+    elseif rc == EEOF then
+      local err = self:_error()
+      if err then return nil, err end
+      return nil
+    end
+    wait(st, "w_data")
+  end
+end
+
 --- The whole remaining body as one string (or nil, err).
 ---@return string|nil, dsh.Error?
 function Response:body()

@@ -14,6 +14,8 @@ local http = require "dsh.http"
 local base64 = require "dsh.base64"
 local envelope = require "dsh.envelope"
 local json = require "dsh.json"
+local F = require "dsh._ffi"
+local ffi, C = F.ffi, F.C
 
 local M = {}
 
@@ -188,50 +190,63 @@ function Client:stream(path, msg, opts)
     res:close()
     return nil, errors.new("internal", "envd answered a stream with content type " .. ctype)
   end
+  local out = ffi.new("dsh_envd_events_t *[1]")
+  if C.dsh_envd_events_new(opts.max_message_bytes or M.MAX_MESSAGE_BYTES, out) ~= 0 then
+    res:close()
+    error("dsh.envd: out of memory", 2)
+  end
+  local dec = ffi.gc(out[0], C.dsh_envd_events_free)
   return setmetatable({
     path = path,
     _res = res,
-    _dec = envelope.decoder(opts.max_message_bytes or M.MAX_MESSAGE_BYTES),
-    _queue = {},
-    _qhead = 1,
+    _dec = dec,
+    _ev = ffi.new("dsh_envd_event_t"),
+    -- bytes go from the HTTP buffer into the C decoder without a Lua string
+    _sink = function(ptr, n) C.dsh_envd_events_push(dec, ptr, n) end,
   }, Stream)
 end
 
---- The next message (a table), nil when the stream ended cleanly, or nil, err
--- (the stream's own error from its end message, or a transport failure).
+local STREAM_NAMES = { "stdout", "stderr", "pty" }
+
+--- The next message: a decoded JSON table, or for a data event (decoded in C,
+-- see core/include/dsh/envd_events.h) a table {__data=true, stream=, data=,
+-- offset=}. nil when the stream ended cleanly, or nil, err (the stream's own
+-- error from its end message, or a transport or protocol failure).
 function Stream:next()
+  local ev = self._ev
   while true do
     if self._failed then return nil, self._failed end
     if self._done then return nil end
-    local item = self._queue[self._qhead]
-    if item then
-      self._queue[self._qhead] = nil
-      self._qhead = self._qhead + 1
-      if item.flags == 0 then
-        local msg = json.decode(item.payload)
+    local rc = C.dsh_envd_events_next(self._dec, ev)
+    if rc == 1 then
+      local kind = ev.kind
+      if kind == C.DSH_ENVD_DATA then
+        return { __data = true, stream = STREAM_NAMES[ev.stream], data = ffi.string(ev.data, ev.len),
+          offset = ev.offset >= 0 and tonumber(ev.offset) or nil }
+      elseif kind == C.DSH_ENVD_MESSAGE then
+        local msg = json.decode(ffi.string(ev.data, ev.len))
         if type(msg) ~= "table" then
           self._failed = errors.new("internal", "envd stream message is not a JSON object")
         else
           return msg
         end
       else
-        self:_finish_with(item.payload)
+        self:_finish_with(ffi.string(ev.data, ev.len))
+      end
+    elseif rc == 0 then
+      local got, err = self._res:read_with(self._sink)
+      if not got then
+        if err then
+          self._failed = transport_error(err)
+        elseif C.dsh_envd_events_finish(self._dec) ~= 0 then
+          self._failed = errors.new("invalid_argument", "protocol error: incomplete envelope")
+        else
+          self._failed = errors.new("unknown", "missing EndStreamResponse")
+        end
       end
     else
-      self._queue, self._qhead = {}, 1
-      local chunk, err = self._res:read()
-      if chunk then
-        local items, derr = self._dec:push(chunk)
-        if not items then
-          self._failed = errors.new("internal", "envd stream protocol error: " .. tostring(derr.message))
-        else
-          self._queue = items
-        end
-      elseif err then
-        self._failed = transport_error(err)
-      else
-        self._failed = errors.new("unknown", "missing EndStreamResponse")
-      end
+      self._failed = errors.new("internal", "envd stream protocol error: "
+        .. ffi.string(C.dsh_envd_events_error(self._dec)))
     end
   end
 end

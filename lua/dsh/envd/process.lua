@@ -85,6 +85,9 @@ function Process:next()
       end
       return nil
     end
+    if msg.__data then
+      return { type = "data", stream = msg.stream, data = msg.data, offset = msg.offset }
+    end
     local ev = msg.event
     if type(ev) ~= "table" then
       return nil, errors.new("internal", "process stream message without an event")
