@@ -172,7 +172,10 @@ function M.create(opts)
 
   local id = sys.random_id(20)
   local dir = state.dir(id)
-  assert(sys.mkdir_p(state.root(), "700"))
+  local rok, rerr = sys.mkdir_p(state.root(), "700")
+  if not rok then
+    return nil, errors.new("internal", "cannot create the sandbox state directory " .. state.root() .. ": " .. tostring(rerr))
+  end
   for _, sub in ipairs { "", "/home", "/tmp", "/run", "/etc" } do
     local ok, err = sys.mkdir_p(dir .. sub, sub == "/tmp" and "1777" or "700")
     if not ok then return nil, errors.new("internal", "cannot create " .. dir .. sub .. ": " .. tostring(err)) end
