@@ -238,6 +238,8 @@ static void back_pressure(dsh_http_t *h) {
     dsh_loop_run(g_loop, 1);
     g_nevents += dsh_loop_poll(g_loop, g_events, 4096);
     g_nevents = 0;
+    /* running the loop may have appended (and moved) the buffer: peek again */
+    CHECK_EQ_INT(dsh_http_peek(r, &d, &n), DSH_OK);
     dsh_http_req_info_t info;
     dsh_http_info(r, &info);
     CHECK(info.buffered <= 32768);

@@ -34,7 +34,8 @@
  * dsh_http_free(), which cancels any request still live and detaches it: such
  * a request stays valid to query (result DSH_ECANCELED) and must still be
  * freed. Pointers lent by peek and the header accessor are valid until the
- * next call on the same request. Not thread-safe: one thread, the loop's. */
+ * next call on the same request or the next run of the loop (whose callbacks
+ * append to the buffer). Not thread-safe: one thread, the loop's. */
 #ifndef DSH_HTTP_H
 #define DSH_HTTP_H
 
