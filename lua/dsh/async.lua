@@ -15,7 +15,7 @@ local loop = require "dsh.loop"
 
 local M = {}
 
-local unpack = unpack or table.unpack
+local unpack = unpack -- luacheck: ignore 143 (LuaJIT's global unpack)
 local pack = function(...) return { n = select("#", ...), ... } end
 
 local tasks = setmetatable({}, { __mode = "k" }) -- coroutine -> task

@@ -19,7 +19,7 @@ function M.create(cfg)
   return wrap(sb)
 end
 
-function M.connect(cfg, id)
+function M.connect(_, id)
   local sb, err = sandbox.connect(id)
   if not sb then return nil, err end
   return wrap(sb)

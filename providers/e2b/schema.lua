@@ -56,7 +56,9 @@ function M.validate(cfg)
   if cfg.template ~= nil then
     if out.sandboxId then fail("template applies only when creating; omit it when sandboxId reconnects") end
     if type(cfg.template) ~= "string" or cfg.template == "" then fail("template must be a non-empty string") end
-    if out.backend == "local" then fail("template is not supported by the local backend (it has one image: the host's system)") end
+    if out.backend == "local" then
+      fail("template is not supported by the local backend (it has one image: the host's system)")
+    end
     out.template = cfg.template
   end
   local cwd = cfg.cwd == nil and M.DEFAULTS.cwd or cfg.cwd

@@ -78,7 +78,8 @@ local function launch(id)
   p:wait_quiescent()
   p:close()
   if st.exit_code ~= 0 then
-    return nil, errors.new("internal", "cannot launch the sandbox supervisor (setsid exit " .. tostring(st.exit_code) .. ")")
+    return nil, errors.new("internal",
+      "cannot launch the sandbox supervisor (setsid exit " .. tostring(st.exit_code) .. ")")
   end
   return true
 end
@@ -174,7 +175,8 @@ function M.create(opts)
   local dir = state.dir(id)
   local rok, rerr = sys.mkdir_p(state.root(), "700")
   if not rok then
-    return nil, errors.new("internal", "cannot create the sandbox state directory " .. state.root() .. ": " .. tostring(rerr))
+    return nil, errors.new("internal",
+      "cannot create the sandbox state directory " .. state.root() .. ": " .. tostring(rerr))
   end
   for _, sub in ipairs { "", "/home", "/tmp", "/run", "/etc" } do
     local ok, err = sys.mkdir_p(dir .. sub, sub == "/tmp" and "1777" or "700")
