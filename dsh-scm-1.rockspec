@@ -11,10 +11,8 @@ dshd in Linux namespaces by default, or an E2B cloud sandbox.]],
   license = "MIT",
 }
 dependencies = { "lua == 5.1" } -- LuaJIT 2.1; lua-cjson and busted come from Debian
-external_dependencies = {
-  EV = { header = "ev.h", library = "ev" },
-  CURL = { header = "curl/curl.h", library = "curl" },
-}
+-- libev, libcurl, libmicrohttpd and jansson are found by CMake (pkg-config),
+-- which also knows Debian's multiarch include directories.
 build = {
   type = "cmake",
   variables = {

@@ -40,10 +40,11 @@ end
 function M.dshd_path()
   local candidates = { os.getenv("DSH_DSHD") }
   if os.getenv("DSH_BUILD_DIR") then candidates[#candidates + 1] = os.getenv("DSH_BUILD_DIR") .. "/bin/dshd" end
-  local lib_dir = F.path:match("^(.*)/lib/[^/]+$")
-  if lib_dir then candidates[#candidates + 1] = lib_dir .. "/bin/dshd" end
+  -- beside the library: <build>/lib/libdsh.so or <prefix>/lib/lua/5.1/libdsh.so
+  local prefix = F.path:match("^(.*)/lib/")
+  if prefix then candidates[#candidates + 1] = prefix .. "/bin/dshd" end
   candidates[#candidates + 1] = sys.which("dshd")
-  for _, p in pairs(candidates) do
+  for _, p in ipairs(candidates) do
     if p and sys.exists(p) then return p end
   end
   return nil
