@@ -3,8 +3,12 @@
  *
  * Uses libev only. Callbacks here never run user code: they append an event to
  * a growable ring that dsh_loop_poll() drains. Must never call back into Lua. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* dladdr */
+#endif
 #include "dsh/loop.h"
 
+#include <dlfcn.h>
 #include <ev.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -57,6 +61,13 @@ dsh_loop_t *dsh_loop_default(void) {
    * zombie that would make its group look alive. */
   prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
   signal(SIGPIPE, SIG_IGN);
+  /* libev's signal handler (SIGCHLD, signal watchers) stays installed until
+   * the process ends, but LuaJIT dlcloses this library, and with it libev,
+   * when its state closes: a child reaped after that would jump into unmapped
+   * code. So this library (and its dependencies) is never unloaded. */
+  Dl_info self;
+  if (dladdr((void *)dsh_loop_default, &self) && self.dli_fname)
+    (void)dlopen(self.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
   g_loop.next_id = 1;
   ev_init(&g_loop.deadline, deadline_cb);
   g_loop.deadline.data = &g_loop;

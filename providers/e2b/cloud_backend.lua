@@ -78,7 +78,7 @@ function M.create(cfg)
     envVars = next(cfg.envs) and cfg.envs or nil,
     secure = true,
     autoPause = cfg.onTimeout == "pause",
-    autoResume = cfg.onTimeout == "pause" and { enabled = true } or nil,
+    autoResume = { enabled = cfg.onTimeout == "pause" }, -- as the SDK sends lifecycle.autoResume
   })
   if not res then client:close() return nil, err end
   if res.status < 200 or res.status > 299 then client:close() return nil, api_error("create", res) end

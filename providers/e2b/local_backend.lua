@@ -25,8 +25,11 @@ function M.connect(_, id)
   return wrap(sb)
 end
 
+--- true when killed now, false when it was gone already (E2B's answer shape).
 function Handle:kill()
-  return sandbox.kill(self.id)
+  local ok, err = sandbox.kill(self.id)
+  if not ok and err.code == "not_found" then return false end
+  return ok, err
 end
 
 --- true when paused now, false when it already was (E2B's answer shape).

@@ -1,0 +1,274 @@
+--- Spec helpers for ctx.e2b: an isolated $DSH_STATE_DIR for local
+-- sandboxes, the E2B stand-in (spec/fixtures/e2b-api.mjs) for the cloud
+-- backend, and host-side process checks.
+--
+--   local E = require "helpers.e2b"
+--   setup(function() E.isolate_state(); S = E.standin() end)
+--   teardown(function() S:stop(); E.restore_state() end)
+--   ctx:use(require "dsh.providers.e2b", S:config { onDispose = "pause" })
+--
+-- The stand-in is one Node process per spec file. Its dsh.proc handle is
+-- left out of the per-test leak check (it lives from setup to teardown);
+-- stop() closes it and fails unless every process the stand-in started
+-- (node, bubblewrap, dshd and all their descendants) is gone.
+local ffi = require "ffi"
+local async = require "dsh.async"
+local helpers = require "helpers"
+local http = require "dsh.http"
+local json = require "dsh.json"
+local lfs = require "lfs"
+local loop = require "dsh.loop"
+local proc = require "dsh.proc"
+local sandbox = require "dsh.sandbox"
+local sys = require "dsh.sysutil"
+
+local M = {}
+
+pcall(ffi.cdef, [[
+int setenv(const char *name, const char *value, int overwrite);
+int unsetenv(const char *name);
+]])
+
+--- Set (value a string) or unset (nil) an environment variable of this process.
+function M.setenv(name, value)
+  if value == nil then ffi.C.unsetenv(name) else ffi.C.setenv(name, value, 1) end
+end
+
+-- Local sandboxes under a temporary state directory ----------------------------------
+
+local saved_state
+
+--- Point $DSH_STATE_DIR at a fresh temporary directory; returns it.
+function M.isolate_state()
+  saved_state = os.getenv("DSH_STATE_DIR")
+  M.state_dir = helpers.tmpdir()
+  M.setenv("DSH_STATE_DIR", M.state_dir)
+  return M.state_dir
+end
+
+--- Kill every sandbox left there, remove it, restore $DSH_STATE_DIR.
+function M.restore_state()
+  if not M.state_dir then return end
+  helpers.run(function()
+    for _, s in ipairs(sandbox.list()) do sandbox.kill(s.id) end
+  end)
+  helpers.rm_rf(M.state_dir)
+  M.state_dir = nil
+  M.setenv("DSH_STATE_DIR", saved_state)
+end
+
+-- Host processes -----------------------------------------------------------------------
+
+--- Live (not zombie) host pids whose command line — or, with environ, whose
+-- environment — contains s.
+function M.procs_with(s, environ)
+  local out = {}
+  for name in lfs.dir("/proc") do
+    if name:match("^%d+$") and helpers.pid_alive(name) then
+      local text = sys.read_file("/proc/" .. name .. "/cmdline") or ""
+      if environ then text = text .. "\0" .. (sys.read_file("/proc/" .. name .. "/environ") or "") end
+      if text:find(s, 1, true) then out[#out + 1] = tonumber(name) end
+    end
+  end
+  return out
+end
+
+--- A pid and all its descendants (host pids).
+function M.tree(pid, out)
+  out = out or {}
+  out[#out + 1] = tonumber(pid)
+  local ok, iter, d = pcall(lfs.dir, "/proc/" .. pid .. "/task")
+  if not ok then return out end
+  for tid in iter, d do
+    if tid:match("^%d+$") then
+      for c in (sys.read_file("/proc/" .. pid .. "/task/" .. tid .. "/children") or ""):gmatch("%d+") do
+        M.tree(c, out)
+      end
+    end
+  end
+  return out
+end
+
+--- Every host pid of a running local sandbox (its supervisor and everything below).
+function M.local_pids(id)
+  local sup = require("dsh.sandbox.state").supervisor_pid(id)
+  if not sup then return {} end
+  return M.tree(sup)
+end
+
+--- The pids of list still alive after waiting up to timeout_ms (default 5000) for them to go.
+function M.survivors(pids, timeout_ms)
+  local deadline = loop.now_ms() + (timeout_ms or 5000)
+  while true do
+    local left = {}
+    for _, p in ipairs(pids) do
+      if helpers.pid_alive(p) then left[#left + 1] = p end
+    end
+    if #left == 0 or loop.now_ms() > deadline then return left end
+    async.sleep(20)
+  end
+end
+
+--- Poll pred every 10 ms until it is truthy or timeout_ms (default 5000) pass.
+function M.eventually(pred, timeout_ms)
+  local deadline = loop.now_ms() + (timeout_ms or 5000)
+  while true do
+    local v = pred()
+    if v then return v end
+    if loop.now_ms() > deadline then return nil end
+    async.sleep(10)
+  end
+end
+
+-- The E2B stand-in -------------------------------------------------------------------------
+
+local Standin = {}
+Standin.__index = Standin
+
+--- Start spec/fixtures/e2b-api.mjs (call from setup). Returns the stand-in.
+function M.standin()
+  local S
+  helpers.run(function()
+    local dir = helpers.tmpdir()
+    local key = "e2b_spec_" .. sys.random_hex(16)
+    local p = assert(proc.spawn {
+      argv = { "node", helpers.root .. "/spec/fixtures/e2b-api.mjs", "--api-key", key,
+        "--dshd", helpers.bin("dshd"), "--state-dir", dir .. "/sandboxes" },
+      env = { PATH = os.getenv("PATH") or "/usr/bin:/bin", HOME = dir, LANG = "C.UTF-8" },
+      stdin = "null", stdout = "pipe", stderr = "inherit",
+    })
+    local line = ""
+    while not line:find("\n", 1, true) do
+      local chunk = p:read()
+      if not chunk then break end
+      line = line .. chunk
+    end
+    local info = json.decode(line:match("^[^\n]*"))
+    if type(info) ~= "table" or not info.api then
+      p:terminate(1000)
+      p:wait_quiescent()
+      p:close()
+      helpers.rm_rf(dir)
+      error("the E2B stand-in did not start: " .. line, 0)
+    end
+    loop.untrack(p) -- lives for the whole spec file; stop() closes it
+    S = setmetatable({
+      proc = p, dir = dir, key = key, pid = info.pid,
+      api_url = "http://127.0.0.1:" .. info.api, router_url = "http://127.0.0.1:" .. info.router,
+    }, Standin)
+  end)
+  return S
+end
+
+--- A ctx.e2b config for the cloud backend through the stand-in, merged with extra.
+-- Keys set to false in extra are left out (e.g. apiKey = false).
+function Standin:config(extra)
+  local cfg = { backend = "cloud", apiKey = self.key, apiUrl = self.api_url, sandboxUrl = self.router_url }
+  for k, v in pairs(extra or {}) do
+    if v == false and (k == "apiKey" or k == "apiUrl" or k == "sandboxUrl") then cfg[k] = nil else cfg[k] = v end
+  end
+  return cfg
+end
+
+--- A request to the stand-in's API port: {status=, body=<decoded JSON or text>}.
+-- key: X-API-KEY (default the right one; false: none).
+function Standin:request(method, path, body, key)
+  local c = http.client()
+  local headers = { ["Content-Type"] = "application/json" }
+  if key == nil then key = self.key end
+  if key then headers["X-API-KEY"] = key end
+  local res, err = c:fetch { method = method, url = self.api_url .. path, headers = headers,
+    body = body and json.encode(body) or nil, timeout_ms = 30000 }
+  c:close()
+  assert(res, tostring(err))
+  local decoded = res.body ~= "" and json.decode(res.body) or nil
+  return { status = res.status, body = decoded == nil and res.body or decoded }
+end
+
+--- Every API call the stand-in recorded, from index first (default 1):
+-- {method=, path=, body=, key=, status=}.
+function Standin:calls(first)
+  local all = self:request("GET", "/__calls").body
+  local out = {}
+  for i = first or 1, #all do out[#out + 1] = all[i] end
+  return out
+end
+
+--- The index the next recorded call will have.
+function Standin:mark()
+  return #self:request("GET", "/__calls").body + 1
+end
+
+--- Routed requests recorded since index first: {method=, path=, sandboxId=, apiKey=,
+-- accessToken=, chunked=}; and the index the next one will have.
+function Standin:routed(first)
+  local all = self:request("GET", "/__router").body
+  local out = {}
+  for i = first or 1, #all do out[#out + 1] = all[i] end
+  return out, #all + 1
+end
+
+--- The stand-in's sandboxes: {sandboxID=, state=, dir=, pids=}.
+function Standin:sandboxes()
+  return self:request("GET", "/__sandboxes").body
+end
+
+--- The state of sandbox id ("running", "paused"), or nil when the stand-in
+-- has no such sandbox (asked without an API call, so nothing is recorded).
+function Standin:state(id)
+  for _, s in ipairs(self:sandboxes()) do
+    if s.sandboxID == id then return s.state end
+  end
+  return nil
+end
+
+--- Host pids of a running stand-in sandbox (bubblewrap, dshd and below).
+function Standin:pids(id)
+  for _, s in ipairs(self:sandboxes()) do
+    if s.sandboxID == id then return s.pids end
+  end
+  return {}
+end
+
+--- The 127.0.0.1 port the dshd of a running stand-in sandbox listens on.
+function Standin:port(id)
+  for _, s in ipairs(self:sandboxes()) do
+    if s.sandboxID == id then return s.port end
+  end
+end
+
+--- Established TCP connections accepted on 127.0.0.1:port (this network
+-- namespace, which the stand-in's sandboxes share).
+function M.established(port)
+  local n = 0
+  local want = string.format("0100007F:%04X", port)
+  for line in (sys.read_file("/proc/net/tcp") or ""):gmatch("[^\n]+") do
+    local localaddr, st = line:match("^%s*%d+:%s+(%S+)%s+%S+%s+(%x+)")
+    if localaddr == want and st == "01" then n = n + 1 end
+  end
+  return n
+end
+
+--- Stop the stand-in (call from teardown) and fail unless everything it
+-- started is gone and its state directory can be removed.
+function Standin:stop()
+  local left
+  helpers.run(function()
+    local pids = { self.pid }
+    for _, s in ipairs(self:sandboxes()) do
+      for _, p in ipairs(s.pids) do pids[#pids + 1] = p end
+    end
+    loop.track(self.proc, "proc")
+    self.proc:terminate(10000)
+    self.proc:wait()
+    self.proc:wait_quiescent()
+    self.proc:close()
+    left = M.survivors(pids)
+    local named = M.procs_with(self.dir)
+    for _, p in ipairs(named) do left[#left + 1] = p end
+  end)
+  helpers.rm_rf(self.dir)
+  assert(#left == 0, "the E2B stand-in left processes running: " .. table.concat(left, " "))
+end
+
+return M
