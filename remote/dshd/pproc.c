@@ -405,7 +405,12 @@ static void on_proc(void *ud, dsh_proc_t *p, uint32_t kind, int32_t status, int6
 static void deadline_cb(struct ev_loop *ev, ev_timer *w, int revents) {
   (void)ev, (void)revents;
   pproc_t *pp = w->data;
-  if (pp->proc && !pp->leader_exited) dsh_proc_signal(pp->proc, SIGKILL, 0);
+  /* envd kills the pid; with dshd's process groups the deadline is the
+   * lifetime of the whole group, so nothing the command started outlives it. */
+  if (pp->proc && !dshd_config()->envd_compat)
+    dsh_proc_signal(pp->proc, SIGKILL, 1);
+  else if (pp->proc && !pp->leader_exited)
+    dsh_proc_signal(pp->proc, SIGKILL, 0);
   cancel_reading(pp);
 }
 

@@ -284,16 +284,10 @@ function M.mixin(Client)
     return true
   end
 
-  --- dshd: whether a process's group has fully exited. With opts.wait_ms the
-  -- daemon answers as soon as the group is empty or after wait_ms.
-  -- Returns {leader_exited=, quiescent=} or nil, err.
+  --- dshd: whether a process's group has fully exited, now. To wait until it
+  -- has, use watch_group. Returns {leader_exited=, quiescent=} or nil, err.
   function Client:group_status(pid, opts)
-    opts = opts or {}
-    local wait_ms = opts.wait_ms or 0
-    local copts = { signal = opts.signal, user = opts.user }
-    if self.request_timeout_ms > 0 then copts.timeout_ms = self.request_timeout_ms + wait_ms end
-    local resp, err = self:call("/process.Process/GroupStatus",
-      { process = selector(pid), waitMs = wait_ms }, copts)
+    local resp, err = self:call("/process.Process/GroupStatus", { process = selector(pid) }, opts)
     if not resp then return nil, err end
     return { leader_exited = resp.leaderExited == true, quiescent = resp.quiescent == true }
   end

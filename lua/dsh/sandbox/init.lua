@@ -208,16 +208,18 @@ end
 
 -- Stop the supervisor (and with it every process of the sandbox); wait for it.
 local function stop(id)
-  local pid = state.supervisor_pid(id)
+  local record = sys.read_file(state.dir(id) .. "/supervisor.pid")
+  local pid = sys.live_pid(record)
   if not pid then return true end
   sys.kill(pid, 15)
+  -- the supervisor removes its pid file and then exits: wait for the process
   for _ = 1, 1000 do
-    if not state.supervisor_pid(id) then return true end
+    if not sys.live_pid(record) then return true end
     async.sleep(5)
   end
   sys.kill(pid, 9) -- bubblewrap runs with --die-with-parent: the sandbox goes with it
   for _ = 1, 200 do
-    if not sys.live_pid(sys.read_file(state.dir(id) .. "/supervisor.pid")) then break end
+    if not sys.live_pid(record) then break end
     async.sleep(5)
   end
   os.remove(state.dir(id) .. "/supervisor.pid")
