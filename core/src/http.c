@@ -16,6 +16,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "dsh/buf.h"
 #include "dsh/errors.h"
 
 #define DEFAULT_MAX_BUFFER (1u << 20)
@@ -46,11 +47,6 @@ struct dsh_http {
   dsh_http_stats_t st;
 };
 
-typedef struct buf {
-  uint8_t *p;
-  size_t off, len, cap;
-} buf_t;
-
 struct dsh_http_req {
   dsh_http_t *h; /* NULL once detached by dsh_http_free */
   dsh_http_req_t *prev, *next;
@@ -63,47 +59,10 @@ struct dsh_http_req {
   size_t max_buf, max_head, head_total;
   char *head;
   size_t head_len, head_cap;
-  buf_t in, out; /* response body; streamed request body */
+  dsh_buf_t in, out; /* response body; streamed request body */
   int64_t body_bytes, peak, sent_bytes;
   char msg[CURL_ERROR_SIZE]; /* libcurl's error buffer, then the DONE message */
 };
-
-/* ---- buffers ------------------------------------------------------------ */
-
-/* Appends n bytes, growing by doubling but not beyond limit (the most the
- * buffer holds by its own rules) unless n itself needs more. */
-static int buf_append(buf_t *b, const void *data, size_t n, size_t limit) {
-  if (b->off + b->len + n > b->cap) {
-    if (b->len + n <= b->cap && b->off) {
-      memmove(b->p, b->p + b->off, b->len);
-    } else {
-      size_t ncap = b->cap ? b->cap : 16384;
-      while (ncap < b->len + n) ncap *= 2;
-      if (ncap > limit && b->len + n <= limit) ncap = limit;
-      uint8_t *np = malloc(ncap);
-      if (!np) return DSH_ENOMEM;
-      if (b->len) memcpy(np, b->p + b->off, b->len);
-      free(b->p);
-      b->p = np;
-      b->cap = ncap;
-    }
-    b->off = 0;
-  }
-  memcpy(b->p + b->off + b->len, data, n);
-  b->len += n;
-  return DSH_OK;
-}
-
-static void buf_drop(buf_t *b, size_t n) {
-  b->off += n;
-  b->len -= n;
-  if (!b->len) b->off = 0;
-}
-
-static void buf_free(buf_t *b) {
-  free(b->p);
-  memset(b, 0, sizeof *b);
-}
 
 /* ---- libcurl <-> libev -------------------------------------------------- */
 
@@ -293,7 +252,7 @@ static size_t write_cb(char *p, size_t size, size_t nitems, void *ud) {
     return CURL_WRITEFUNC_PAUSE;
   }
   int was_empty = r->in.len == 0;
-  if (buf_append(&r->in, p, n, r->max_buf + CURL_MAX_WRITE_SIZE) != DSH_OK) {
+  if (dsh_buf_append(&r->in, p, n, r->max_buf + CURL_MAX_WRITE_SIZE) != DSH_OK) {
     r->own_rc = DSH_ENOMEM;
     return 0;
   }
@@ -312,8 +271,8 @@ static size_t read_cb(char *p, size_t size, size_t nitems, void *ud) {
     return CURL_READFUNC_PAUSE;
   }
   size_t n = r->out.len < room ? r->out.len : room;
-  memcpy(p, r->out.p + r->out.off, n);
-  buf_drop(&r->out, n);
+  memcpy(p, dsh_buf_data(&r->out), n);
+  dsh_buf_drop(&r->out, n);
   r->sent_bytes += n;
   if (r->send_want && r->out.len <= r->max_buf / 2) {
     r->send_want = 0;
@@ -348,7 +307,7 @@ static void release(dsh_http_req_t *r) {
   }
   curl_slist_free_all(r->hdrs);
   r->hdrs = NULL;
-  buf_free(&r->out);
+  dsh_buf_free(&r->out);
 }
 
 static void finish(dsh_http_req_t *r, CURLcode code) {
@@ -382,7 +341,7 @@ static void finish(dsh_http_req_t *r, CURLcode code) {
 
 static void cancel(dsh_http_req_t *r, const char *why) {
   release(r);
-  buf_free(&r->in);
+  dsh_buf_free(&r->in);
   r->done = 1;
   r->result = DSH_ECANCELED;
   snprintf(r->msg, sizeof r->msg, "%s", why);
@@ -542,7 +501,7 @@ int dsh_http_info(const dsh_http_req_t *r, dsh_http_req_info_t *out) {
 int dsh_http_peek(dsh_http_req_t *r, const uint8_t **data, size_t *n) {
   if (!r || !data || !n) return DSH_EINVAL;
   if (!r->in.len) return r->done ? DSH_EEOF : DSH_EAGAIN;
-  *data = r->in.p + r->in.off;
+  *data = dsh_buf_data(&r->in);
   *n = r->in.len;
   return DSH_OK;
 }
@@ -554,7 +513,7 @@ static int pause_mask(const dsh_http_req_t *r) {
 
 int dsh_http_consume(dsh_http_req_t *r, size_t n) {
   if (!r || n > r->in.len) return DSH_EINVAL;
-  buf_drop(&r->in, n);
+  dsh_buf_drop(&r->in, n);
   if (r->recv_paused && r->easy && r->in.len <= r->max_buf / 2) {
     r->recv_paused = 0;
     curl_easy_pause(r->easy, pause_mask(r)); /* may call write_cb, which may pause again */
@@ -571,7 +530,7 @@ int dsh_http_send(dsh_http_req_t *r, const uint8_t *data, size_t n, size_t *acce
   size_t k = n < room ? n : room;
   if (k < n) r->send_want = 1;
   if (!k) return n ? DSH_EAGAIN : DSH_OK;
-  if (buf_append(&r->out, data, k, r->max_buf) != DSH_OK) return DSH_ENOMEM;
+  if (dsh_buf_append(&r->out, data, k, r->max_buf) != DSH_OK) return DSH_ENOMEM;
   *accepted = k;
   if (r->send_paused) {
     r->send_paused = 0;
@@ -613,7 +572,7 @@ void dsh_http_req_free(dsh_http_req_t *r) {
     release(r);
     unlink_req(r);
   }
-  buf_free(&r->in);
+  dsh_buf_free(&r->in);
   free(r->head);
   free(r);
 }

@@ -19,6 +19,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "dsh/buf.h"
 #include "dsh/errors.h"
 #include "proc_internal.h"
 
@@ -54,8 +55,7 @@ struct dsh_proc {
   ev_io in_w;
   int in_fd;
   int in_close_req, in_broken;
-  uint8_t *in_buf;
-  size_t in_start, in_end, in_cap;
+  dsh_buf_t in; /* stdin bytes the fd has not taken yet */
 
   ev_child child_w;
   ev_timer quiet_t, kill_t;
@@ -276,14 +276,8 @@ static void in_close(dsh_proc_t *p) {
   p->in_fd = -1;
 }
 
-static void in_reset_buffer(dsh_proc_t *p) {
-  p->in_start = p->in_end = 0;
-  if (p->in_cap > p->max_buf) { /* give back what a large write grew */
-    free(p->in_buf);
-    p->in_buf = NULL;
-    p->in_cap = 0;
-  }
-}
+/* Empties the queue, giving back what a large write grew. */
+static void in_reset_buffer(dsh_proc_t *p) { dsh_buf_reset(&p->in, p->max_buf); }
 
 /* The fd refused bytes for good (EPIPE: the reader is gone). */
 static int in_fail(dsh_proc_t *p, int e) {
@@ -299,17 +293,10 @@ static int in_fail(dsh_proc_t *p, int e) {
 /* Writes pending bytes; returns 0 when all are out, 1 when the fd is full,
  * or a negative status when it failed. */
 static int in_flush(dsh_proc_t *p) {
-  while (p->in_start < p->in_end) {
-    ssize_t n = write(p->in_fd, p->in_buf + p->in_start, p->in_end - p->in_start);
-    if (n > 0)
-      p->in_start += (size_t)n;
-    else if (n < 0 && errno == EINTR)
-      continue;
-    else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-      return 1;
-    else
-      return in_fail(p, n < 0 ? errno : EIO);
-  }
+  int e;
+  int rc = dsh_buf_flush_fd(&p->in, p->in_fd, &e);
+  if (rc == DSH_EAGAIN) return 1;
+  if (rc == DSH_ESYS) return in_fail(p, e);
   in_reset_buffer(p);
   return 0;
 }
@@ -329,38 +316,11 @@ int dsh_proc_write(dsh_proc_t *p, const uint8_t *data, size_t n) {
   if (p->manual) return DSH_ESTATE;
   if (p->in_broken) return DSH_ECLOSED;
   if (p->in_fd < 0 || p->in_close_req) return DSH_ESTATE;
-  size_t off = 0;
-  if (p->in_start == p->in_end) { /* nothing queued: try the fd directly */
-    while (off < n) {
-      ssize_t w = write(p->in_fd, data + off, n - off);
-      if (w > 0)
-        off += (size_t)w;
-      else if (w < 0 && errno == EINTR)
-        continue;
-      else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-        break;
-      else
-        return in_fail(p, w < 0 ? errno : EIO);
-    }
-  }
-  if (off == n) return DSH_OK;
-  size_t rest = n - off;
-  if (p->in_start > 0) {
-    memmove(p->in_buf, p->in_buf + p->in_start, p->in_end - p->in_start);
-    p->in_end -= p->in_start;
-    p->in_start = 0;
-  }
-  if (p->in_cap - p->in_end < rest) {
-    size_t cap = p->in_cap ? p->in_cap : 4096;
-    while (cap - p->in_end < rest) cap *= 2;
-    uint8_t *nb = realloc(p->in_buf, cap);
-    if (!nb) return DSH_ENOMEM;
-    p->in_buf = nb;
-    p->in_cap = cap;
-  }
-  memcpy(p->in_buf + p->in_end, data + off, rest);
-  p->in_end += rest;
-  ev_io_start(p->ev, &p->in_w);
+  int e;
+  int rc = dsh_buf_write_fd(&p->in, p->in_fd, data, n, &e);
+  if (rc == DSH_ESYS) return in_fail(p, e);
+  if (rc != DSH_OK) return rc;
+  if (p->in.len) ev_io_start(p->ev, &p->in_w); /* the rest goes out as the fd takes it */
   return DSH_OK;
 }
 
@@ -368,7 +328,7 @@ int dsh_proc_close_stdin(dsh_proc_t *p) {
   if (!p) return DSH_EINVAL;
   if (p->pty) return DSH_ESTATE;
   if (p->in_fd < 0 || p->in_close_req) return DSH_OK;
-  if (!p->manual && p->in_start < p->in_end) {
+  if (!p->manual && p->in.len) {
     p->in_close_req = 1; /* closed by in_cb once flushed */
     return DSH_OK;
   }
@@ -449,7 +409,7 @@ void dsh_proc_free(dsh_proc_t *p) {
     free(p->out[i].buf);
   }
   if (p->master >= 0) close(p->master);
-  free(p->in_buf);
+  dsh_buf_free(&p->in);
   g_live--;
   free(p);
 }
@@ -482,7 +442,7 @@ int dsh_proc_status(const dsh_proc_t *p, dsh_proc_status_t *st) {
   st->kill_sent = p->kill_sent;
   st->stdout_bytes = p->out[1].total;
   st->stderr_bytes = p->out[2].total;
-  st->stdin_pending = p->in_end - p->in_start;
+  st->stdin_pending = p->in.len;
   return DSH_OK;
 }
 

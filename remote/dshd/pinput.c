@@ -10,13 +10,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "dsh/errors.h"
 #include "pservice.h"
 
 void pinput_drop(pproc_t *pp) {
   ev_io_stop(dshd_ev(), &pp->in_w);
-  free(pp->in_buf);
-  pp->in_buf = NULL;
-  pp->in_start = pp->in_end = pp->in_cap = 0;
+  dsh_buf_free(&pp->in);
 }
 
 static void in_close(pproc_t *pp) {
@@ -33,25 +32,14 @@ static void in_fail(pproc_t *pp, int e) {
 
 /* Writes queued bytes: 0 all out, 1 the fd is full, -1 failed. */
 static int in_flush(pproc_t *pp) {
-  while (pp->in_start < pp->in_end) {
-    ssize_t n = write(pp->in_fd, pp->in_buf + pp->in_start, pp->in_end - pp->in_start);
-    if (n > 0)
-      pp->in_start += (size_t)n;
-    else if (n < 0 && errno == EINTR)
-      continue;
-    else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-      return 1;
-    else {
-      in_fail(pp, n < 0 ? errno : EIO);
-      return -1;
-    }
+  int e;
+  int rc = dsh_buf_flush_fd(&pp->in, pp->in_fd, &e);
+  if (rc == DSH_EAGAIN) return 1;
+  if (rc == DSH_ESYS) {
+    in_fail(pp, e);
+    return -1;
   }
-  pp->in_start = pp->in_end = 0;
-  if (pp->in_cap > (64u << 10)) { /* give back what a large write grew */
-    free(pp->in_buf);
-    pp->in_buf = NULL;
-    pp->in_cap = 0;
-  }
+  dsh_buf_reset(&pp->in, 64u << 10); /* give back what a large write grew */
   return 0;
 }
 
@@ -75,45 +63,18 @@ int pproc_input(pproc_t *pp, int to_pty, const uint8_t *data, size_t n, dshd_err
     return input_error(pp, 0, "stdin not enabled or closed", err);
   if (pp->in_err) return input_error(pp, to_pty, pproc_errtext(pp->in_err), err);
   if (pp->in_fd < 0) return input_error(pp, to_pty, "file already closed", err);
-  size_t queued = pp->in_end - pp->in_start;
+  size_t queued = pp->in.len;
   if (queued + n > PSVC_STDIN_MAX)
     return dshd_errf(err, "resource_exhausted",
                      "input queue of process %d is full (%zu bytes pending)", pp->pid, queued);
-  size_t off = 0;
-  if (!queued) { /* nothing waits: try the fd right away */
-    while (off < n) {
-      ssize_t w = write(pp->in_fd, data + off, n - off);
-      if (w > 0)
-        off += (size_t)w;
-      else if (w < 0 && errno == EINTR)
-        continue;
-      else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-        break;
-      else {
-        int e = w < 0 ? errno : EIO;
-        in_fail(pp, e);
-        return input_error(pp, to_pty, pproc_errtext(e), err);
-      }
-    }
+  int e;
+  int rc = dsh_buf_write_fd(&pp->in, pp->in_fd, data, n, &e);
+  if (rc == DSH_ESYS) {
+    in_fail(pp, e);
+    return input_error(pp, to_pty, pproc_errtext(e), err);
   }
-  if (off == n) return 0;
-  size_t rest = n - off;
-  if (pp->in_start > 0) {
-    memmove(pp->in_buf, pp->in_buf + pp->in_start, pp->in_end - pp->in_start);
-    pp->in_end -= pp->in_start;
-    pp->in_start = 0;
-  }
-  if (pp->in_cap - pp->in_end < rest) {
-    size_t cap = pp->in_cap ? pp->in_cap : 4096;
-    while (cap - pp->in_end < rest) cap *= 2;
-    uint8_t *nb = realloc(pp->in_buf, cap);
-    if (!nb) return dshd_errf(err, "resource_exhausted", "out of memory for input");
-    pp->in_buf = nb;
-    pp->in_cap = cap;
-  }
-  memcpy(pp->in_buf + pp->in_end, data + off, rest);
-  pp->in_end += rest;
-  ev_io_start(dshd_ev(), &pp->in_w);
+  if (rc != DSH_OK) return dshd_errf(err, "resource_exhausted", "out of memory for input");
+  if (pp->in.len) ev_io_start(dshd_ev(), &pp->in_w); /* the rest goes out as the fd takes it */
   return 0;
 }
 
@@ -122,7 +83,7 @@ int pproc_close_stdin(pproc_t *pp, dshd_err_t *err) {
     return dshd_errf(err, "unknown",
                      "cannot close stdin for PTY process \xe2\x80\x94 send Ctrl+D (0x04) instead");
   if (pp->in_fd < 0 || pp->in_close_req) return 0;
-  if (pp->in_end > pp->in_start)
+  if (pp->in.len)
     pp->in_close_req = 1; /* in_cb closes once flushed */
   else
     in_close(pp);

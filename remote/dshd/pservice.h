@@ -20,6 +20,7 @@
 #include <ev.h>
 #include <stdint.h>
 
+#include "dsh/buf.h"
 #include "dsh/proc.h"
 #include "dshd.h"
 #include "replay.h"
@@ -67,8 +68,7 @@ struct pproc {
   int in_fd;  /* -1 when there is no (more) stdin */
   int in_close_req;
   int in_err; /* errno of a failed write: input is refused from then on */
-  uint8_t *in_buf;
-  size_t in_start, in_end, in_cap;
+  dsh_buf_t in; /* input the fd has not taken yet */
 
   int leader_exited, wait_status, quiescent;
   int cancel_reading; /* SIGKILL/SIGTERM/timeout asked: stop reading once the leader is gone */
