@@ -16,6 +16,9 @@
 #include <ev.h>
 #include <fcntl.h>
 #include <limits.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -489,6 +492,18 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
   dshd_activity();
 }
 
+/* glibc returns freed memory to the system only from the top of the heap.
+ * A burst of streams (each holds up to a few MiB while it runs: its replay
+ * ring, its response buffer) leaves tens of MiB of free chunks below the
+ * rings of lingering records, resident for as long as those linger. So
+ * while no stream is open, at the sweep and when the last connection
+ * closes, the free pages are handed back. */
+static void trim_idle_heap(void) {
+#ifdef __GLIBC__
+  if (dshd_streams_open() == 0) malloc_trim(0);
+#endif
+}
+
 /* --- vanished clients ------------------------------------------------------------------ *
  * libmicrohttpd 0.9.75 in epoll (edge-triggered) mode misses an end of file
  * that arrives together with the last bytes of a request (it takes a short
@@ -526,7 +541,10 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
     if (ct->next) ct->next->prev = ct->prev;
     free(ct);
     if (g.nconns) g.nconns--;
-    if (!g.conns) ev_timer_stop(g.ev, &g.sweep_timer);
+    if (!g.conns) {
+      ev_timer_stop(g.ev, &g.sweep_timer);
+      trim_idle_heap();
+    }
   }
 }
 
@@ -541,6 +559,7 @@ static void sweep_cb(struct ev_loop *ev, ev_timer *w, int revents) {
     }
   }
   if (hit) dshd_server_kick();
+  trim_idle_heap();
 }
 
 /* --- libmicrohttpd on libev ------------------------------------------------------------ */
