@@ -66,7 +66,21 @@ static void kick(pproc_t *pp) {
 
 /* --- table ------------------------------------------------------------------------ */
 
+/* Records by pid, so Start, SendInput & co. cost the same however many
+ * records linger; a spawn drops a lingering record with its pid first. */
+#define PID_BUCKETS 1024
+static pproc_t *g_by_pid[PID_BUCKETS];
+
+static pproc_t **pid_slot(int32_t pid) {
+  pproc_t **slot = &g_by_pid[(uint32_t)pid % PID_BUCKETS];
+  while (*slot && (*slot)->pid != pid) slot = &(*slot)->hnext;
+  return slot;
+}
+
 static void unlink_pp(pproc_t *pp) {
+  pproc_t **slot = pid_slot(pp->pid);
+  if (*slot == pp) *slot = pp->hnext;
+  pp->hnext = NULL;
   if (pp->prev)
     pp->prev->next = pp->next;
   else
@@ -108,6 +122,10 @@ static void remove_pp(pproc_t *pp) {
 }
 
 pproc_t *pproc_find(uint32_t pid, const char *tag, int live_only) {
+  if (!tag) {
+    pproc_t *pp = *pid_slot((int32_t)pid);
+    return pp && (!live_only || !pp->ended) ? pp : NULL;
+  }
   pproc_t *any = NULL;
   for (pproc_t *pp = g_head; pp; pp = pp->next) {
     int match = tag ? (pp->tag && strcmp(pp->tag, tag) == 0) : (uint32_t)pp->pid == pid;
@@ -507,10 +525,8 @@ int pproc_start(const pproc_spawn_t *o, pproc_t **out, dshd_err_t *err) {
   dshd_marks_init(&pp->marks, PSVC_MARKS_MAX);
 
   /* A lingering record of a former process with this pid is stale now. */
-  for (pproc_t *q = g_head, *next; q; q = next) {
-    next = q->next;
-    if (q->pid == pp->pid) remove_pp(q);
-  }
+  pproc_t *stale = *pid_slot(pp->pid);
+  if (stale) remove_pp(stale);
 
   for (int i = 1; i <= 2; i++) {
     struct pout *out_s = &pp->out[i];
@@ -542,6 +558,7 @@ int pproc_start(const pproc_spawn_t *o, pproc_t **out, dshd_err_t *err) {
   pp->next = g_head;
   if (g_head) g_head->prev = pp;
   g_head = pp;
+  *pid_slot(pp->pid) = pp; /* the slot at the end of the pid's (now empty) chain */
   if (!g_tail) g_tail = pp;
   *out = pp;
   return 0;

@@ -55,6 +55,7 @@ struct pout {
 
 struct pproc {
   pproc_t *next, *prev; /* the table, newest first */
+  pproc_t *hnext;       /* the pid index's chain (pids are unique in the table) */
   uint64_t id;          /* unique for the daemon's life */
   int32_t pid;
   dsh_proc_t *proc; /* NULL once freed (ended and quiescent) */

@@ -1,8 +1,9 @@
 /* users.c: Unix users, envd path resolution (protocol §2.6), and the
  * "create parents and chown" step shared by the filesystem API and /files.
  *
- * Users are looked up on every request (getpwnam_r), so accounts added while
- * dshd runs are seen. Only root can act as another account; an unprivileged
+ * Users are looked up by name with getpwnam_r and the answers cached until
+ * /etc/passwd changes (its inode, size or mtime), so accounts added while dshd
+ * runs are seen and a request does not re-read the file. Only root can act as another account; an unprivileged
  * dshd serves its own account and refuses others with permission_denied. */
 #include <errno.h>
 #include <limits.h>
@@ -102,10 +103,49 @@ int dshd_set_default_user(const char *name, dshd_err_t *err) {
   return 0;
 }
 
+/* A few recent name lookups, valid while /etc/passwd is unchanged. */
+#define USER_CACHE 8
+static struct {
+  dshd_user_t user;
+  int found;
+} g_cache[USER_CACHE];
+static int g_cached, g_next_slot;
+static struct stat g_passwd_st;
+
+static int passwd_changed(void) {
+  struct stat st;
+  if (stat("/etc/passwd", &st) != 0) return 1; /* no file to key on: never cache */
+  int same = st.st_ino == g_passwd_st.st_ino && st.st_size == g_passwd_st.st_size &&
+             st.st_mtim.tv_sec == g_passwd_st.st_mtim.tv_sec &&
+             st.st_mtim.tv_nsec == g_passwd_st.st_mtim.tv_nsec;
+  if (!same) {
+    g_passwd_st = st;
+    g_cached = 0;
+  }
+  return 0;
+}
+
+static int pw_lookup_cached(const char *name, dshd_user_t *out) {
+  if (passwd_changed()) return pw_lookup(name, 0, out);
+  for (int i = 0; i < g_cached; i++) {
+    if (strcmp(g_cache[i].user.name, name) == 0) {
+      if (g_cache[i].found) *out = g_cache[i].user;
+      return g_cache[i].found;
+    }
+  }
+  int rc = pw_lookup(name, 0, out);
+  if (rc < 0 || strlen(name) >= sizeof out->name) return rc;
+  int slot = g_cached < USER_CACHE ? g_cached++ : (g_next_slot++ % USER_CACHE);
+  g_cache[slot].found = rc;
+  if (rc) g_cache[slot].user = *out;
+  snprintf(g_cache[slot].user.name, sizeof g_cache[slot].user.name, "%s", name);
+  return rc;
+}
+
 int dshd_user_lookup(const char *name, dshd_user_t *out, dshd_err_t *err) {
   int dflt = !name || !*name;
   const char *want = dflt ? g_default_user : name;
-  int rc = pw_lookup(want, 0, out);
+  int rc = pw_lookup_cached(want, out);
   if (rc < 0)
     return dshd_errf(err, "internal", "error looking up user '%s': %s", want, dshd_strerror(errno));
   if (rc == 0) {
