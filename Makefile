@@ -21,7 +21,7 @@ deps:
 
 # Fuzzing and the sanitizer build first, so the run ends with the main summary.
 test: deps
-	$(MAKE) test-fuzz test-asan test-main
+	$(MAKE) --no-print-directory test-fuzz test-asan test-main
 
 test-main: all
 	cd $(BUILD) && ctest --output-on-failure $(CTEST_FLAGS)
