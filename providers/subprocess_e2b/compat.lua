@@ -10,7 +10,7 @@
 --              empty record ends them) — values never touch the disk or a
 --              command line; drops ambient names matching the seam's one scrub
 --              definition (a case pattern generated from subprocess.scrub_rules);
---              tees spilled streams into head -c <cap> (cap = maxBytes + 1);
+--              tees spilled streams into head -c <cap> (cap = maxBytes);
 --              then execs the payload, which so leads the session's group.
 --              `setsid --wait` exits with the payload's status — for a death
 --              by signal, the raw wait status (the signal's number).
@@ -156,7 +156,7 @@ function M.start(backend, client, spec)
       local s = spec[name].spill
       if s then
         dir = s.path:match("^(.*)/[^/]+$")
-        if name == "stdout" then oc = tostring(s.maxBytes + 1) else ec = tostring(s.maxBytes + 1) end
+        if name == "stdout" then oc = tostring(s.maxBytes) else ec = tostring(s.maxBytes) end
       end
     end
     args[2], args[3], args[4], args[5], args[6], args[7] = M.OUTER, M.INNER, spec.stdin, dir, oc, ec

@@ -2,7 +2,7 @@
 --
 -- Start carries the explicit env in `envs` and the seam's scrub rules in
 -- `envScrub` (dshd scrubs its own ambient environment; nothing is written to
--- disk), spill paths in `spill` (dshd copies the first maxBytes+1 bytes while
+-- disk), spill paths in `spill` (dshd copies the first maxBytes bytes while
 -- it reads). The leader leads its process group, so pid == pgid. terminate is
 -- one SendSignal {SIGTERM, group, graceMs} — dshd escalates to SIGKILL itself;
 -- quiescence is a WatchGroup stream that ends once the group is empty; the

@@ -3,8 +3,8 @@
 -- Each spawn is a process group of its own (pgid == the leader's pid). The
 -- environment is this process's environment with the seam's scrub applied,
 -- then the explicit env. Spill files are written here, by the host, while the
--- bytes pass through (at most spill.maxBytes + 1 bytes, so a cut spill is
--- recognisable), under a private directory (0700) that disposal removes.
+-- bytes pass through (at most spill.maxBytes bytes; whether a spill is
+-- complete follows from the stream's total), under a private directory (0700) that disposal removes.
 -- The terminate ladder and quiescence are the core's (dsh.proc).
 --
 -- Config: cwd (default: the current directory), ambientEnv (default: this
@@ -40,7 +40,7 @@ local function open_spill(spill)
   local f, ferr = io.open(spill.path, "wb")
   if not f then return nil, ferr end
   sysutil.chmod(spill.path, "600")
-  return { f = f, left = spill.maxBytes + 1 }
+  return { f = f, left = spill.maxBytes }
 end
 
 local function spill_write(s, chunk)

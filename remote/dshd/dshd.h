@@ -178,8 +178,9 @@ int dshd_process_init(json_t *body, dshd_err_t *err) __attribute__((weak));
  *                   rules come from the host, which holds the one definition.
  *   spill           StartRequest "spill": {"stdout":{"path":P,"maxBytes":N},"stderr":...}
  *                   also writes the stream's bytes to file P (created 0600 for
- *                   the process's user, parents made), stopping after N+1 bytes
- *                   so the host can tell a complete spill from a cut one */
+ *                   the process's user, parents made), stopping after N bytes,
+ *                   as `head -c N` does (the host tells a complete spill from a
+ *                   cut one by the stream's total, which it knows from offsets) */
 #define DSHD_EXTENSIONS \
   "process-groups,group-signals,exit-signals,replay,quiescence,stream-input,env-scrub,spill"
 

@@ -259,7 +259,7 @@ static int open_spills(json_t *req, const dshd_user_t *u, pproc_spawn_t *o, spil
       return dshd_errf(err, "internal", "spill: chown %s: %s", full, strerror(errno));
     }
     o->spill_fd[i] = fd;
-    o->spill_cap[i] = max + 1;
+    o->spill_cap[i] = max;
   }
   return 0;
 }

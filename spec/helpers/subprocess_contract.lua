@@ -224,7 +224,7 @@ return function(name, factory)
         assert.is_true(eventually(function() return h.stdout:readFrom(0).nextOffset == 10 end))
         local path = h.stateDir .. "/stdout.log"
         assert.equal(path, h.stdout.spillPath)
-        assert.equal("0123456", env.cat(path)) -- spill.maxBytes + 1 bytes: recognisably cut
+        assert.equal("012345", env.cat(path)) -- spill.maxBytes bytes, as head -c writes them
         h:terminate()
         h:terminate()
         assert.same({ signal = "SIGTERM" }, outcome(h))
