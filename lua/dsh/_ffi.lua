@@ -1,5 +1,7 @@
 --- dsh._ffi: the C declarations of the core and the loaded library.
 --
+-- The declarations are kept one file per primitive in lua/dsh/_ffi/ (each
+-- mirrors its header in core/include/dsh/) and all declared here, once.
 -- Only lua/dsh/* modules may require this. The library is found, in order, at
 -- $DSH_LIB, $DSH_BUILD_DIR/lib, this tree's build/lib, package.cpath (where
 -- luarocks installs it), then by the system loader.
@@ -12,12 +14,7 @@ const char *dsh_status_name(int status);
 ]]
 
 for _, part in ipairs { "loop", "codecs", "proc", "http", "sys", "sha256", "hostfs", "envd" } do
-  local ok, decl = pcall(require, "dsh._ffi." .. part)
-  if ok then
-    ffi.cdef(decl)
-  elseif not tostring(decl):find("module 'dsh._ffi." .. part .. "' not found", 1, true) then
-    error(decl, 0)
-  end
+  ffi.cdef(require("dsh._ffi." .. part))
 end
 
 local function here()

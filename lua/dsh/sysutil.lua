@@ -149,6 +149,13 @@ function M.getpid()
   return libc.getpid()
 end
 
+--- Set (value a string) or unset (value nil) an environment variable of this
+-- process, so that children and os.getenv see it.
+function M.setenv(name, value)
+  if value == nil then return libc.unsetenv(name) == 0 end
+  return libc.setenv(name, value, 1) == 0
+end
+
 function M.getuid()
   return libc.getuid()
 end

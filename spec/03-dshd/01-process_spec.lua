@@ -449,7 +449,8 @@ describe("dshd process service (sandbox)", function()
 
         -- the deadline is the lifetime of the whole group: a background
         -- grandchild goes too, and the group is reported empty
-        local g = assert(c:start { cmd = "bash", args = { "-c", "sleep 300 & echo $!; wait" }, timeout_ms = 400 })
+        local g = assert(c:start { cmd = "bash", args = { "-c", "sleep 300 & echo $!; wait" },
+          timeout_ms = 400 })
         local first = assert(g:next())
         local grandchild = tonumber(first.data:match("%d+"))
         assert.is_number(grandchild)

@@ -3,25 +3,20 @@
 local context = require "dsh.context"
 local helpers = require "helpers"
 local proc = require "dsh.proc"
-local ffi = require "ffi"
-
-pcall(ffi.cdef, [[
-int setenv(const char *name, const char *value, int overwrite);
-int unsetenv(const char *name);
-]])
+local sys = require "dsh.sysutil"
 
 -- Real ambient secrets in this process's environment, for the scrub.
 local SECRETS = { NPM_TOKEN = "sentinel-secret", DSH_STALE = "sentinel-stale", db_password = "sentinel-pw" }
 local VISIBLE = { DSH_SPEC_KEEP_ME = nil, KEEP_VISIBLE = "visible" }
 
 local function set_ambient()
-  for k, v in pairs(SECRETS) do ffi.C.setenv(k, v, 1) end
-  for k, v in pairs(VISIBLE) do ffi.C.setenv(k, v, 1) end
+  for k, v in pairs(SECRETS) do sys.setenv(k, v) end
+  for k, v in pairs(VISIBLE) do sys.setenv(k, v) end
 end
 
 local function clear_ambient()
-  for k in pairs(SECRETS) do ffi.C.unsetenv(k) end
-  for k in pairs(VISIBLE) do ffi.C.unsetenv(k) end
+  for k in pairs(SECRETS) do sys.setenv(k, nil) end
+  for k in pairs(VISIBLE) do sys.setenv(k, nil) end
 end
 
 local function host_sh(cmd)

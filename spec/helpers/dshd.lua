@@ -10,7 +10,6 @@
 -- bubblewrap) under a temporary $DSH_STATE_DIR, bare daemons are
 -- build/bin/dshd started with dsh.proc, raw requests go through
 -- spec/fixtures/rawhttp.c.
-local ffi = require "ffi"
 local async = require "dsh.async"
 local envd = require "dsh.envd"
 local helpers = require "helpers"
@@ -23,11 +22,6 @@ local sys = require "dsh.sysutil"
 
 local M = {}
 
-pcall(ffi.cdef, [[
-int setenv(const char *name, const char *value, int overwrite);
-int unsetenv(const char *name);
-]])
-
 -- State directory ------------------------------------------------------------
 
 local saved_state, state_tmp
@@ -37,7 +31,7 @@ local saved_state, state_tmp
 function M.isolate_state()
   saved_state = os.getenv("DSH_STATE_DIR")
   state_tmp = helpers.tmpdir()
-  ffi.C.setenv("DSH_STATE_DIR", state_tmp, 1)
+  sys.setenv("DSH_STATE_DIR", state_tmp)
   return state_tmp
 end
 
@@ -50,7 +44,7 @@ function M.restore_state()
   end)
   helpers.rm_rf(state_tmp)
   state_tmp = nil
-  if saved_state then ffi.C.setenv("DSH_STATE_DIR", saved_state, 1) else ffi.C.unsetenv("DSH_STATE_DIR") end
+  sys.setenv("DSH_STATE_DIR", saved_state)
 end
 
 -- Polling ------------------------------------------------------------------------

@@ -11,7 +11,6 @@
 -- left out of the per-test leak check (it lives from setup to teardown);
 -- stop() closes it and fails unless every process the stand-in started
 -- (node, bubblewrap, dshd and all their descendants) is gone.
-local ffi = require "ffi"
 local async = require "dsh.async"
 local helpers = require "helpers"
 local http = require "dsh.http"
@@ -24,15 +23,8 @@ local sys = require "dsh.sysutil"
 
 local M = {}
 
-pcall(ffi.cdef, [[
-int setenv(const char *name, const char *value, int overwrite);
-int unsetenv(const char *name);
-]])
-
 --- Set (value a string) or unset (nil) an environment variable of this process.
-function M.setenv(name, value)
-  if value == nil then ffi.C.unsetenv(name) else ffi.C.setenv(name, value, 1) end
-end
+M.setenv = sys.setenv
 
 -- Local sandboxes under a temporary state directory ----------------------------------
 
