@@ -50,6 +50,18 @@ void dsh_buf_free(dsh_buf_t *b) {
   b->off = b->len = b->cap = 0;
 }
 
+void dsh_buf_shrink(dsh_buf_t *b, size_t above) {
+  if (b->cap <= above || b->len > b->cap / 4) return;
+  size_t want = b->len > 4096 ? b->len : 4096;
+  uint8_t *np = malloc(want);
+  if (!np) return; /* keep the big one: correct, only larger */
+  if (b->len) memcpy(np, b->p + b->off, b->len);
+  free(b->p);
+  b->p = np;
+  b->cap = want;
+  b->off = 0;
+}
+
 /* One write loop for both callers: how much of data[0..n) went out. */
 static int write_some(int fd, const uint8_t *data, size_t n, size_t *done, int *err) {
   *done = 0;

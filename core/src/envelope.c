@@ -10,14 +10,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dsh/buf.h"
 #include "dsh/errors.h"
 
 #define SHRINK_ABOVE (8u << 20) /* idle buffers bigger than this are released */
 
 struct dsh_envelope_decoder {
   uint32_t max;
-  uint8_t *buf; /* unconsumed input is buf[start, end) */
-  size_t cap, start, end;
+  dsh_buf_t in; /* unconsumed input */
   int status;  /* sticky */
   int drained; /* next() returned 0 since the last push */
   char msg[96];
@@ -42,7 +42,7 @@ int dsh_envelope_decoder_new(uint32_t max, dsh_envelope_decoder_t **out) {
 
 void dsh_envelope_decoder_free(dsh_envelope_decoder_t *d) {
   if (!d) return;
-  free(d->buf);
+  dsh_buf_free(&d->in);
   free(d);
 }
 
@@ -58,37 +58,15 @@ int dsh_envelope_decoder_push(dsh_envelope_decoder_t *d, const uint8_t *data, si
   if (d->status) return d->status;
   if (!d->drained) return DSH_ESTATE;
   if (n == 0) return DSH_OK;
-  size_t need = d->end + n; /* drained: the partial envelope is at the front */
-  if (need > d->cap) {
-    size_t bound = (size_t)d->max + 5 + n, want = d->cap * 2;
-    if (want > bound) want = bound;
-    if (want < need) want = need;
-    if (want < 4096) want = 4096;
-    uint8_t *p = realloc(d->buf, want);
-    if (!p) return DSH_ENOMEM;
-    d->buf = p;
-    d->cap = want;
-  }
-  memcpy(d->buf + d->end, data, n);
-  d->end += n;
+  /* drained: at most one partial envelope is buffered */
+  if (dsh_buf_append(&d->in, data, n, (size_t)d->max + 5 + n) != DSH_OK) return DSH_ENOMEM;
   d->drained = 0;
   return DSH_OK;
 }
 
 static int more(dsh_envelope_decoder_t *d) {
-  size_t rem = d->end - d->start;
-  if (d->start && rem) memmove(d->buf, d->buf + d->start, rem);
-  d->start = 0;
-  d->end = rem;
   d->drained = 1;
-  if (d->cap > SHRINK_ABOVE && rem <= d->cap / 4) {
-    size_t want = rem > 4096 ? rem : 4096;
-    uint8_t *p = realloc(d->buf, want);
-    if (p) {
-      d->buf = p;
-      d->cap = want;
-    }
-  }
+  dsh_buf_shrink(&d->in, SHRINK_ABOVE);
   return 0;
 }
 
@@ -98,9 +76,9 @@ int dsh_envelope_decoder_next(dsh_envelope_decoder_t *d, uint8_t *flags, const u
   *payload = NULL;
   *len = 0;
   if (d->status) return d->status;
-  size_t avail = d->end - d->start;
+  size_t avail = d->in.len;
   if (avail < 5) return more(d);
-  const uint8_t *h = d->buf + d->start;
+  const uint8_t *h = dsh_buf_data(&d->in);
   uint32_t n = (uint32_t)h[1] << 24 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 8 | h[4];
   if (h[0] & ~0x03u)
     return d->status = dsh_fail(d->msg, sizeof d->msg, DSH_EFRAME,
@@ -115,14 +93,14 @@ int dsh_envelope_decoder_next(dsh_envelope_decoder_t *d, uint8_t *flags, const u
   *flags = h[0];
   *payload = h + 5;
   *len = n;
-  d->start += 5 + (size_t)n;
+  dsh_buf_drop(&d->in, 5 + (size_t)n); /* the payload stays put until the next call */
   return 1;
 }
 
 int dsh_envelope_decoder_finish(dsh_envelope_decoder_t *d) {
   if (d->status) return d->status;
   if (!d->drained) return DSH_ESTATE;
-  if (d->end > d->start)
+  if (d->in.len)
     return d->status =
                dsh_fail(d->msg, sizeof d->msg, DSH_ETRUNCATED, "stream ended inside an envelope");
   return DSH_OK;

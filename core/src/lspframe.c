@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dsh/buf.h"
 #include "dsh/errors.h"
 
 #define MAX_HEADER 65536
@@ -19,9 +20,8 @@
 
 struct dsh_lsp_decoder {
   uint64_t max;
-  uint8_t *buf; /* unconsumed input is buf[start, end) */
-  size_t cap, start, end;
-  size_t scan;   /* header: buf[start, start + scan) holds no complete CRLFCRLF */
+  dsh_buf_t in;  /* unconsumed input */
+  size_t scan;   /* header: its first scan bytes hold no complete CRLFCRLF */
   uint64_t body; /* announced body length, valid when in_body */
   int in_body;
   int status;  /* sticky */
@@ -42,7 +42,7 @@ int dsh_lsp_decoder_new(uint64_t max, dsh_lsp_decoder_t **out) {
 
 void dsh_lsp_decoder_free(dsh_lsp_decoder_t *d) {
   if (!d) return;
-  free(d->buf);
+  dsh_buf_free(&d->in);
   free(d);
 }
 
@@ -58,36 +58,18 @@ int dsh_lsp_decoder_push(dsh_lsp_decoder_t *d, const uint8_t *data, size_t n) {
   if (d->status) return d->status;
   if (!d->drained) return DSH_ESTATE;
   if (n == 0) return DSH_OK;
-  size_t need = d->end + n; /* drained: the partial message is at the front */
-  if (need > d->cap) {
-    size_t want = d->cap * 2;
-    if (want < need) want = need;
-    if (want < 4096) want = 4096;
-    uint8_t *p = realloc(d->buf, want);
-    if (!p) return DSH_ENOMEM;
-    d->buf = p;
-    d->cap = want;
-  }
-  memcpy(d->buf + d->end, data, n);
-  d->end += n;
+  /* drained: at most one partial message (headers and body) is buffered */
+  uint64_t extra = (uint64_t)MAX_HEADER + n;
+  uint64_t bound = d->max > UINT64_MAX - extra ? UINT64_MAX : d->max + extra;
+  if (dsh_buf_append(&d->in, data, n, bound > SIZE_MAX ? SIZE_MAX : (size_t)bound) != DSH_OK)
+    return DSH_ENOMEM;
   d->drained = 0;
   return DSH_OK;
 }
 
 static int more(dsh_lsp_decoder_t *d) {
-  size_t rem = d->end - d->start;
-  if (d->start && rem) memmove(d->buf, d->buf + d->start, rem);
-  d->start = 0;
-  d->end = rem;
   d->drained = 1;
-  if (d->cap > SHRINK_ABOVE && rem <= d->cap / 4) {
-    size_t want = rem > 4096 ? rem : 4096;
-    uint8_t *p = realloc(d->buf, want);
-    if (p) {
-      d->buf = p;
-      d->cap = want;
-    }
-  }
+  dsh_buf_shrink(&d->in, SHRINK_ABOVE);
   return 0;
 }
 
@@ -174,8 +156,8 @@ int dsh_lsp_decoder_next(dsh_lsp_decoder_t *d, const uint8_t **body, size_t *len
   *len = 0;
   if (d->status) return d->status;
   if (!d->in_body) {
-    const uint8_t *p = d->buf + d->start;
-    size_t avail = d->end - d->start;
+    const uint8_t *p = dsh_buf_data(&d->in);
+    size_t avail = d->in.len;
     if (avail >= 2 && p[0] == '\r' && p[1] == '\n') return bad_length(d); /* no headers */
     size_t k = find_blank(p, d->scan, avail);
     if (k == (size_t)-1) {
@@ -186,13 +168,13 @@ int dsh_lsp_decoder_next(dsh_lsp_decoder_t *d, const uint8_t **body, size_t *len
     if (k + 4 > MAX_HEADER) goto too_big;
     int rc = parse_headers(d, p, k);
     if (rc) return rc;
-    d->start += k + 4;
+    dsh_buf_drop(&d->in, k + 4);
     d->scan = 0;
   }
-  if ((uint64_t)(d->end - d->start) < d->body) return more(d);
-  *body = d->buf + d->start;
+  if ((uint64_t)d->in.len < d->body) return more(d);
+  *body = dsh_buf_data(&d->in);
   *len = (size_t)d->body;
-  d->start += (size_t)d->body;
+  dsh_buf_drop(&d->in, (size_t)d->body); /* the body stays put until the next call */
   d->in_body = 0;
   return 1;
 too_big:
@@ -203,7 +185,7 @@ too_big:
 int dsh_lsp_decoder_finish(dsh_lsp_decoder_t *d) {
   if (d->status) return d->status;
   if (!d->drained) return DSH_ESTATE;
-  if (d->in_body || d->end > d->start)
+  if (d->in_body || d->in.len)
     return d->status =
                dsh_fail(d->msg, sizeof d->msg, DSH_ETRUNCATED, "LSP stream ended mid-message");
   return DSH_OK;

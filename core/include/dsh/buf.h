@@ -1,8 +1,8 @@
 /* buf.h: a byte queue — append at the end, drop from the front — and the
  * non-blocking fd writing built on it.
  *
- * Shared by the HTTP client's buffers and the stdin queues of processes (the
- * core's and dshd's). Growth doubles, and the queue is compacted before it
+ * Shared by the HTTP client's buffers, the stdin queues of processes (the
+ * core's and dshd's) and the input of the envelope and LSP decoders. Growth doubles, and the queue is compacted before it
  * grows. Not part of the FFI surface. The owner embeds a zeroed dsh_buf_t and
  * releases it with dsh_buf_free(). */
 #ifndef DSH_BUF_H
@@ -29,6 +29,10 @@ void dsh_buf_drop(dsh_buf_t *b, size_t n);
 void dsh_buf_reset(dsh_buf_t *b, size_t keep_cap);
 
 void dsh_buf_free(dsh_buf_t *b);
+
+/* Gives back a buffer that grew beyond above once at most a quarter of it is
+ * in use (after one huge message, say); keeps at least 4 KiB. */
+void dsh_buf_shrink(dsh_buf_t *b, size_t above);
 
 /* Writes queued bytes to the non-blocking fd until none is left (DSH_OK) or
  * the fd is full (DSH_EAGAIN). DSH_ESYS with *err = errno when a write fails
