@@ -122,6 +122,30 @@ describe("local sandbox lifecycle", function()
     end)
   end)
 
+  it("takes the whole sandbox down with its supervisor, and resumes it on connect", function()
+    helpers.run(function()
+      local sb = assert(sandbox.create {})
+      finally(function() sandbox.kill(sb.id) end)
+      assert(sb.envd:write_file("/home/user/survives.txt", "files stay"))
+      local p = assert(sb.envd:start { cmd = "sleep", args = { "300" } })
+      p:close()
+      local sup = assert(state.supervisor_pid(sb.id))
+      local tree = D.descendants(sup)
+      assert.is_true(#tree >= 3, "sandbox processes on the host: " .. #tree)
+      sb:close()
+      assert.is_true(sys.kill(sup, 9))
+      -- bubblewrap runs with --die-with-parent: nothing of the sandbox outlives it
+      for _, pid in ipairs(tree) do
+        assert.is_truthy(D.eventually(function() return not helpers.pid_alive(pid) end, 3000),
+          "survived its supervisor: " .. pid)
+      end
+      assert.equal("paused", listed(sb.id).state)
+      local sb2 = assert(sandbox.connect(sb.id))
+      assert.equal("files stay", assert(sb2.envd:read_file("/home/user/survives.txt")))
+      assert.is_true(sb2:kill())
+    end)
+  end)
+
   it("deletes an idle sandbox with onTimeout=kill", function()
     helpers.run(function()
       local sb = assert(sandbox.create { timeoutMs = 1500, onTimeout = "kill" })

@@ -117,6 +117,10 @@ end
 -- Bring a paused sandbox up (or find the running one) and attach to it.
 local function attach(id, meta)
   if not state.supervisor_pid(id) then
+    -- A supervisor that died (SIGKILL, a crash) left its dshd's ready file and
+    -- socket behind; the new one must not be mistaken for them.
+    os.remove(state.dir(id) .. "/run/ready")
+    os.remove(state.dir(id) .. "/run/dshd.sock")
     local ok, err = launch(id)
     if not ok then return nil, err end
   end
