@@ -13,7 +13,8 @@ const char *dsh_strerror(int status);
 const char *dsh_status_name(int status);
 ]]
 
-for _, part in ipairs { "loop", "codecs", "proc", "http", "sys", "sha256", "hostfs", "envd" } do
+for _, part in ipairs { "loop", "codecs", "proc", "http", "sys", "sha256", "hostfs", "envd",
+  "termtext", "termscreen" } do
   ffi.cdef(require("dsh._ffi." .. part))
 end
 
