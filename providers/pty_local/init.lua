@@ -87,7 +87,9 @@ end
 function Drv:foreground()
   local f = stat_fields(self.pid)
   local fg = f and tonumber(f[6])
-  if not fg or fg <= 0 then return nil, errors.new(codes.PTY_SIGNAL, NAME .. ": the terminal has no foreground group") end
+  if not fg or fg <= 0 then
+    return nil, errors.new(codes.PTY_SIGNAL, NAME .. ": the terminal has no foreground group")
+  end
   return fg
 end
 

@@ -14,7 +14,9 @@ function M.validate(cfg)
   if out.ambientEnv ~= nil then
     if type(out.ambientEnv) ~= "table" then error("pty-local: ambientEnv must be a table of strings", 0) end
     for k, v in pairs(out.ambientEnv) do
-      if type(k) ~= "string" or type(v) ~= "string" then error("pty-local: ambientEnv must map strings to strings", 0) end
+      if type(k) ~= "string" or type(v) ~= "string" then
+        error("pty-local: ambientEnv must map strings to strings", 0)
+      end
     end
   end
   return out

@@ -108,6 +108,7 @@ static void remove_pp(pproc_t *pp) {
   ev_timer_stop(ev, &pp->deadline_t);
   ev_timer_stop(ev, &pp->linger_t);
   ev_timer_stop(ev, &pp->kick_t);
+  ev_timer_stop(ev, &pp->session_t);
   pinput_drop(pp);
   for (int i = 1; i <= 2; i++) {
     ev_io_stop(ev, &pp->out[i].w);
@@ -414,10 +415,15 @@ static void on_proc(void *ud, dsh_proc_t *p, uint32_t kind, int32_t status, int6
     wake_subs(pp);
     check_end(pp);
   } else if (kind == DSH_EV_PROC_QUIET) {
-    pp->quiescent = 1;
-    wake_subs(pp);
-    maybe_finalize(pp);
+    if (pterm_wait_session(pp)) return; /* a PTY: its session's other groups first */
+    pproc_quiet(pp);
   }
+}
+
+void pproc_quiet(pproc_t *pp) {
+  pp->quiescent = 1;
+  wake_subs(pp);
+  maybe_finalize(pp);
 }
 
 static void deadline_cb(struct ev_loop *ev, ev_timer *w, int revents) {

@@ -84,6 +84,8 @@ struct pproc {
   ev_timer linger_t;
   ev_timer kick_t; /* deferred work (drain reads, proc free) out of callbacks */
   psub_t *subs;
+  ev_timer session_t;       /* pterm.c: PTYs wait for their whole session to end */
+  int64_t session_delay_ms;
 };
 
 /* --- pproc.c ---------------------------------------------------------------- */
@@ -121,6 +123,22 @@ const char *pproc_errtext(int e);
  * terminate ladder. KILL/TERM also cancel reading once the leader is gone. */
 int pproc_signal(pproc_t *pp, int sig, int group, int64_t grace_ms, dshd_err_t *err);
 int pproc_resize(pproc_t *pp, uint32_t rows, uint32_t cols, dshd_err_t *err);
+
+/* The group (for a PTY: the session) has no member left: quiescent now. */
+void pproc_quiet(pproc_t *pp);
+
+/* --- pterm.c (extension terminal-sessions) ------------------------------------ */
+
+/* The foreground process group of a PTY record's terminal. */
+int pterm_foreground(pproc_t *pp, int32_t *pgid, dshd_err_t *err);
+/* sig (TERM also CONT) to every process group with a live member in session
+ * sid; returns how many members were seen. */
+int pterm_signal_session(int32_t sid, int sig);
+/* 1 when session sid has a live (not zombie) member. */
+int pterm_session_alive(int32_t sid);
+/* A PTY record's group is empty: when its session still has members, starts
+ * watching it and returns 1 (pproc_quiet follows once it is empty), else 0. */
+int pterm_wait_session(pproc_t *pp);
 
 /* --- pinput.c ---------------------------------------------------------------- */
 

@@ -20,6 +20,7 @@
 --   bp:remove(paths, dir)          delete spill files (and dir when given); errors ignored
 --   bp:resize(rows, cols)          terminals
 --   bp:signal_foreground(sig)      terminals: to the terminal's foreground process group → pgid | nil, err
+--   bp:foreground()                terminals: that process group → pgid | nil, err
 --   bp:kill_session()              terminals: SIGKILL whatever is left in the session (other job groups)
 --   bp:close()                     release everything (idempotent)
 --   backend:resolveExecutable(cmd), backend:dispose() (optional)
@@ -309,11 +310,18 @@ end
 
 function Terminal.start(svc, o)
   local t = setmetatable({ pid = -1, done = async.future(), _svc = svc, _argv = o.argv, _grace = o.grace,
-    _out = output.pipe(), _released = async.future() }, Terminal)
+    _out = output.pipe(), _released = async.future(), lost = 0, _gaps = {}, _pushed = 0, _read = 0 }, Terminal)
   local bp, err = svc._backend:start {
     argv = o.argv, cwd = o.cwd, env = o.env, pty = o.pty, stdin = "pipe",
     stdout = { mode = "pipe" }, stderr = { mode = "pipe" },
-    on_data = function(_, bytes) t._out:push(bytes) end,
+    on_data = function(_, bytes)
+      t._pushed = t._pushed + #bytes
+      t._out:push(bytes)
+    end,
+    on_gap = function(_, n) -- a reconnect past the daemon's replay window
+      t.lost = t.lost + n
+      t._gaps[#t._gaps + 1] = { at = t._pushed, bytes = n }
+    end,
   }
   if not bp then return nil, err end
   t._bp, t.pid = bp, bp.pid
@@ -332,8 +340,23 @@ local function open(t, what)
 end
 
 --- The next bytes the terminal printed; nil at end; nil, err on failure.
+-- When output was lost before them (a reconnect past the replay window),
+-- first "", nil, <bytes lost>.
 function Terminal:read()
-  return self._out:read()
+  local g = self._gaps[1]
+  if g and g.at <= self._read then
+    table.remove(self._gaps, 1)
+    return "", nil, g.bytes
+  end
+  local s, err = self._out:read()
+  if s then self._read = self._read + #s end
+  return s, err
+end
+
+--- The terminal's foreground process group (the shell's running job, or
+-- the shell at its prompt), or nil, err.
+function Terminal:foreground()
+  return open(self, "foreground"):foreground()
 end
 
 --- Type bytes into the terminal.
