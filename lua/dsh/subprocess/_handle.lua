@@ -399,6 +399,10 @@ function Terminal:_dispose_start()
     self._bp:terminate(self._grace)
     self._out:close()
     self.done:on_settle(function() end)
+    -- a job still holding the terminal keeps the stream open on a daemon
+    -- that does not end it with the leader (stock envd): kill it after the grace
+    pcall(async.timeout, self._grace, function(sig) return async.race_signal(self.done, sig) end)
+    if not self.done:done() then self._bp:kill_session() end
     pcall(self.done.await, self.done)
     self._bp:kill_session() -- job groups of the session outlive the leader's group
     local ok, err
