@@ -58,11 +58,8 @@ return function(name, factory)
         local op = assert(env.pty:startSend(env.owner, s.id, { text = text, submit = submit ~= false }))
         return assert(op:wait())
       end
-      local t0 = loop.now_ms()
       local ok, err = xpcall(fn, debug.traceback, env)
-      local t1 = loop.now_ms()
       env.dispose()
-      if os.getenv("PTY_TIMING") then io.stderr:write(("  test %.0f ms, dispose %.0f ms\n"):format(t1 - t0, loop.now_ms() - t1)) end
       if not ok then error(err, 0) end
     end)
   end
