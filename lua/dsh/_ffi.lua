@@ -14,7 +14,7 @@ const char *dsh_status_name(int status);
 ]]
 
 for _, part in ipairs { "loop", "codecs", "proc", "http", "sys", "sha256", "hostfs", "envd",
-  "termtext", "termscreen" } do
+  "termtext", "termscreen", "tty" } do
   ffi.cdef(require("dsh._ffi." .. part))
 end
 
