@@ -23,6 +23,7 @@ struct dsh_screen {
   VTermState *st;
   int rows, cols;
   int cursor_visible, altscreen;
+  int margins; /* a scroll region may be set (DECSTBM seen): no jump scrolling */
   uint64_t fed, changes;
   dsh_buf_t text, replies;
 };
@@ -112,9 +113,68 @@ void dsh_screen_free(dsh_screen_t *s) {
   free(s);
 }
 
+/* Only text, CR LF, TAB, BS and colour changes (ESC [ digits ; m)? Such
+ * bytes change nothing but the cells they print on. */
+static int simple(const uint8_t *p, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    uint8_t c = p[i];
+    if (c == 0xC2 && i + 1 < n && p[i + 1] >= 0x80 && p[i + 1] <= 0x9F) return 0; /* a C1 control */
+    if (c >= 0x20 || c == '\n' || c == '\r' || c == '\t' || c == '\b') continue;
+    if (c != 0x1b || i + 1 >= n || p[i + 1] != '[') return 0;
+    size_t j = i + 2;
+    while (j < n && ((p[j] >= '0' && p[j] <= '9') || p[j] == ';')) j++;
+    if (j >= n || p[j] != 'm') return 0;
+    i = j;
+  }
+  return 1;
+}
+
+/* Notes scroll regions being set (CSI top;bottom r) and reset (CSI r, ESC c). */
+static void track_margins(dsh_screen_t *s, const uint8_t *p, size_t n) {
+  const uint8_t *end = p + n;
+  while ((p = memchr(p, 0x1b, (size_t)(end - p))) && p + 1 < end) {
+    if (p[1] == 'c') s->margins = 0;
+    if (p[1] == '[') {
+      const uint8_t *q = p + 2;
+      while (q < end && ((*q >= '0' && *q <= '9') || *q == ';')) q++;
+      if (q < end && *q == 'r') s->margins = q > p + 2;
+    }
+    p++;
+  }
+}
+
+/* Jump scrolling: when a chunk holds more lines than the screen can show,
+ * the lines that would scroll off at once need not be drawn. The chunk's
+ * first line is fed (it completes whatever the last chunk left open); then,
+ * if what follows up to the last rows + 1 lines is simple text that ends in
+ * CR LF, it is skipped: the screen afterwards is the same, since those last
+ * lines overwrite every row. The alternate screen, and a screen with a scroll
+ * region, are always fed in full. */
 int dsh_screen_feed(dsh_screen_t *s, const uint8_t *data, size_t n) {
-  if (n) vterm_input_write(s->vt, (const char *)data, n);
   s->fed += n;
+  if (!n) return DSH_OK;
+  track_margins(s, data, n);
+  const uint8_t *first = s->altscreen || s->margins ? NULL : memchr(data, '\n', n);
+  if (first) {
+    size_t head = (size_t)(first - data) + 1, cut = n;
+    int lfs = 0;
+    while (cut > head &&
+           lfs <= s->rows) { /* back to just after the (rows + 1)-th LF from the end */
+      const uint8_t *q = memrchr(data + head, '\n', cut - head);
+      if (!q) break;
+      cut = (size_t)(q - data);
+      lfs++;
+    }
+    if (lfs > s->rows && cut > head + 1 && data[cut - 1] == '\r' &&
+        simple(data + head, cut + 1 - head)) {
+      vterm_input_write(s->vt, (const char *)data, head);
+      vterm_input_write(s->vt, "\r", 1); /* where the skipped CR LF left the cursor */
+      vterm_input_write(s->vt, (const char *)data + cut + 1, n - cut - 1);
+      s->changes++;
+      return DSH_OK;
+    }
+  }
+  vterm_input_write(s->vt, (const char *)data, n);
   return DSH_OK;
 }
 

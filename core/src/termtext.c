@@ -163,12 +163,17 @@ int dsh_tsan_feed(dsh_tsan_t *s, const uint8_t *in, size_t n, uint8_t *out, size
         s->seq_len++;
         if (c >= 0x30) s->state = S_TEXT;
         break;
-      case S_CSI: {
+      case S_CSI: { /* parameters and intermediates 0x20..0x3F, then a final byte */
         size_t j = i;
-        while (j < n && (in[j] < 0x40 || in[j] > 0x7e)) j++;
-        s->seq_len += j - i + (j < n);
-        if (j < n) s->state = S_TEXT;
-        i = j + (j < n);
+        while (j < n && in[j] >= 0x20 && in[j] < 0x40) j++;
+        s->seq_len += j - i;
+        i = j;
+        if (j < n) {
+          s->state = S_TEXT;
+          /* anything else (ESC, CR, a code point) ends the sequence as a
+           * terminal would and is taken as it is */
+          if (in[j] >= 0x40 && in[j] <= 0x7e) i++, s->seq_len++;
+        }
         break;
       }
       case S_STR: {

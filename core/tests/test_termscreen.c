@@ -103,7 +103,82 @@ static void test_reflow(void) {
   dsh_screen_free(s);
 }
 
+/* Jump scrolling: one big chunk (lines that scroll off skipped) shows what
+ * the same bytes fed one at a time (never skipped) show. */
+static uint32_t rnd_state = 12345;
+static uint32_t rnd(void) {
+  rnd_state = rnd_state * 1103515245u + 12345u;
+  return rnd_state >> 8;
+}
+
+static void check_same(const char *in, size_t n, int rows, int cols) {
+  dsh_screen_t *a, *b;
+  dsh_screen_new((uint16_t)rows, (uint16_t)cols, &a);
+  dsh_screen_new((uint16_t)rows, (uint16_t)cols, &b);
+  dsh_screen_feed(a, (const uint8_t *)in, n);
+  for (size_t i = 0; i < n; i++) dsh_screen_feed(b, (const uint8_t *)in + i, 1);
+  const uint8_t *ta, *tb;
+  size_t na, nb;
+  dsh_screen_text(a, &ta, &na);
+  char copy[8192];
+  memcpy(copy, ta, na);
+  dsh_screen_text(b, &tb, &nb);
+  CHECK_MEM(copy, na, tb, nb);
+  dsh_screen_info_t ia, ib;
+  dsh_screen_info(a, &ia);
+  dsh_screen_info(b, &ib);
+  CHECK_EQ_INT(ia.cursor_row, ib.cursor_row);
+  CHECK_EQ_INT(ia.cursor_col, ib.cursor_col);
+  dsh_screen_free(a);
+  dsh_screen_free(b);
+}
+
+static void test_jump_scroll(void) {
+  static const char *pieces[] = {"word ",
+                                 "\x1b[32mgreen\x1b[0m ",
+                                 "\xe4\xbd\xa0",
+                                 "\r\n",
+                                 "\r\n",
+                                 "\t",
+                                 "0123456789012345678901234567890123456789",
+                                 "\x1b[2;3H",
+                                 "\x1b[K",
+                                 "\x1b[1;4r",
+                                 "\x1b[r",
+                                 "\x1b[?1049h",
+                                 "\x1b[?1049l",
+                                 "\n",
+                                 "\b"};
+  char in[6000];
+  for (int round = 0; round < 300; round++) {
+    size_t n = 0;
+    uint32_t odd = round % 3 == 0 ? 0 : round % 3 == 1 ? 2 : 50; /* per 1000: other sequences */
+    while (n < sizeof in - 64) {
+      uint32_t k = rnd() % 1000;
+      /* mostly lines of text; now and then a cursor move, a scroll region, the alternate screen */
+      int i = k < odd   ? 7 + (int)(rnd() % 8)
+              : k < 300 ? 0
+              : k < 450 ? 1
+              : k < 550 ? 2
+              : k < 800 ? 3
+              : k < 900 ? 6
+                        : 5;
+      size_t len = strlen(pieces[i]);
+      memcpy(in + n, pieces[i], len);
+      n += len;
+    }
+    check_same(in, n, 4 + (int)(rnd() % 6), 10 + (int)(rnd() % 30));
+  }
+}
+
 int main(void) {
+  test_jump_scroll();
+  { /* a scroll region, then many lines: fed in full */
+    char in[4000];
+    size_t n = (size_t)snprintf(in, sizeof in, "\x1b[2;3r\x1b[5;1H");
+    for (int i = 0; i < 200; i++) n += (size_t)snprintf(in + n, sizeof in - n, "line %d\r\n", i);
+    check_same(in, n, 6, 20);
+  }
   test_basics();
   test_altscreen_and_replies();
   test_reflow();

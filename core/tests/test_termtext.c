@@ -123,6 +123,12 @@ static void test_escapes(void) {
   CHECK_STR(r.text,
             "1234\xe4\xbd\xa0"
             "5");
+  /* a CSI cut short by a line end or a new escape (output cut mid-sequence) */
+  r = feed(s,
+           "x\x1b[3\r\n\x1b]133;D;0\x07"
+           "dsh> \x1b[1\xe4\xbd\xa0");
+  CHECK_STR(r.text, "x\ndsh> \xe4\xbd\xa0");
+  CHECK_EQ_INT(r.flags, DSH_TSAN_PROMPT | DSH_TSAN_PROMPT_TEXT);
   /* other controls pass: tab, backspace */
   r = feed(s, "a\tb\bc");
   CHECK_STR(r.text, "a\tb\bc");

@@ -2,7 +2,8 @@
  * byte stream into plain lines, and the bounded, code-point-safe text buffer
  * that keeps its scrollback (harness-behaviour.md §2.4 "Shared helpers").
  *
- * Sanitizer. Removes CSI sequences (ESC [ ... final byte 0x40..0x7E), string
+ * Sanitizer. Removes CSI sequences (ESC [, bytes 0x20..0x3F, a final byte
+ * 0x40..0x7E; any other byte cuts the sequence short and counts as usual), string
  * sequences (OSC ESC ], and DCS/SOS/PM/APC) ended by BEL or ST (ESC \), other
  * escapes (ESC, intermediates 0x20..0x2F, one final byte: ESC 7, ESC ( B),
  * and BEL. CR LF and a lone CR become LF; a CR at the end of a chunk is

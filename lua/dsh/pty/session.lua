@@ -118,6 +118,11 @@ function M.new(o, drv)
     _ended = async.future(), _waiters = {}, gaps = {}, lost = 0,
   }, Session)
   s._timer = loop.timer(function() s:_check() end)
+  s._pending, s._pending_n = {}, 0
+  s._batch = loop.timer(function()
+    s._batch_armed = false
+    s:_screen_flush()
+  end)
   async.run(Session._reader, s)
   return s
 end
@@ -154,9 +159,35 @@ function Session:_gap(n)
   self._resync = true
 end
 
-function Session:_on_data(bytes)
+-- The screen is fed in batches: the bytes of up to SCREEN_BATCH_MS (or
+-- SCREEN_BATCH_BYTES) at once, so lines that scroll off within a batch are
+-- never drawn (see termscreen.h, jump scrolling). A query that needs an
+-- answer, and every look at the screen, feed it at once.
+local SCREEN_BATCH_MS, SCREEN_BATCH_BYTES = 20, 262144
+
+function Session:_screen_flush()
+  if self._pending_n == 0 then return end
+  local bytes = table.concat(self._pending)
+  self._pending, self._pending_n = {}, 0
   local replies = self._screen:feed(bytes)
   if replies ~= "" then async.run(function() self._drv:write(replies) end) end
+end
+
+function Session:_screen_add(bytes)
+  local p = self._pending
+  p[#p + 1] = bytes
+  self._pending_n = self._pending_n + #bytes
+  if self._pending_n >= SCREEN_BATCH_BYTES or (bytes:find("\27", 1, true) and bytes:find("\27%[[%d;?>=]*[nc]")) then
+    return self:_screen_flush()
+  end
+  if not self._batch_armed then
+    self._batch_armed = true
+    self._batch:start(SCREEN_BATCH_MS)
+  end
+end
+
+function Session:_on_data(bytes)
+  self:_screen_add(bytes)
   self._changed_at = loop.now_ms()
   if self._failure then return self:_notify() end
   if self._resync then
@@ -356,6 +387,7 @@ function Session:resize(rows, cols)
   end
   local ok, err = self._drv:resize(rows, cols)
   if not ok then return nil, err end
+  self:_screen_flush()
   self._screen:resize(rows, cols)
   self.rows, self.cols = rows, cols
   return true
@@ -364,6 +396,7 @@ end
 --- The screen as the terminal shows it now.
 ---@return dsh.TermScreenSnapshot
 function Session:screen()
+  self:_screen_flush()
   local snap = self._screen:snapshot()
   snap.sessionStatus = copy_status(self._status)
   return snap
@@ -381,6 +414,7 @@ function Session:waitFor(o)
     return { matched = matched, reason = reason, screen = self:screen() }
   end
   while true do
+    self:_screen_flush()
     if o.pattern and self._screen:text():find(o.pattern, 1, o.plain) then return done(true, "match") end
     local now = loop.now_ms()
     if o.idleMs and now - self._changed_at >= o.idleMs then return done(not o.pattern, "idle") end
@@ -420,6 +454,8 @@ function Session:close(reason)
   self._ended:await()
   if self._op then self:_settle(self._op, "session_exit") end
   self._timer:close()
+  self:_screen_flush()
+  self._batch:close()
   self._closed = true
   self:_notify()
   if self._failure then
