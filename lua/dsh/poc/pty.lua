@@ -73,7 +73,8 @@ function M.steps(state)
       local job = tonumber(r.viewport:match("job=(%d+)"))
       check(job ~= nil, "no job pid in %q", r.viewport)
       ok_or(state.ctx.pty:kill(state.agent, state.term.id))
-      local b = ok_or(state.ctx.bash:run { command = "kill -0 " .. job .. " 2>/dev/null && echo alive || echo gone" })
+      local b = ok_or(state.ctx.bash:run {
+        command = "kill -0 " .. job .. " 2>/dev/null && echo alive || echo gone" })
       check(b.stdout.text == "gone\n", "the job %d is %s", job, b.stdout.text)
       return "job " .. job .. " and the shell " .. state.term.pid .. " are gone"
     end },
