@@ -59,8 +59,8 @@ function M.steps(state)
       local op = ok_or(state.ctx.pty:startSend(state.agent, state.term.id, {
         text = [[printf '\033[?1049h\033[H%s\n%s\n' "FULL SCREEN" "line two"; read x; printf '\033[?1049l']],
         submit = true }))
-      local w = ok_or(state.ctx.pty:waitFor(state.agent, state.term.id, { pattern = "FULL SCREEN\nline two", plain = true,
-        timeoutMs = 5000 }))
+      local w = ok_or(state.ctx.pty:waitFor(state.agent, state.term.id, { pattern = "FULL SCREEN\nline two",
+        plain = true, timeoutMs = 5000 }))
       check(w.matched and w.screen.altscreen and w.screen.lines[1] == "FULL SCREEN", "the screen: %s",
         table.concat(w.screen.lines, "|"))
       ok_or(state.ctx.pty:signal(state.agent, state.term.id, "INT"))
