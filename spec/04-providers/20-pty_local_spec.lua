@@ -38,6 +38,41 @@ end
 require("helpers.pty_contract")("pty-local", { new = factory_new, prefix = "pty-local", label = "local PTY" })
 
 describe("pty-local", function()
+  before_each(helpers.snapshot)
+  after_each(helpers.assert_clean)
+
+  it("starts shells from outside any task (the REPL's way): the first prompt counts", function()
+    local env = factory_new { pollIntervalMs = 25, idleSilenceMs = 1000, timeoutMs = 5000, disposeGraceMs = 1000 }
+    local owner = { id = "repl" }
+    local ok, perr = pcall(function()
+      for _ = 1, 5 do
+        local t0 = require("dsh.loop").now_ms()
+        local s, err = env.ctx.pty:spawn(owner, { type = "shell" })
+        assert.is_truthy(s, tostring(err))
+        assert.is_true(require("dsh.loop").now_ms() - t0 < 1000)
+        assert.equal("dsh> ", s.motd)
+        assert.is_true(env.ctx.pty:kill(owner, s.id))
+      end
+    end)
+    env.dispose()
+    assert(ok, perr)
+  end)
+
+  it("a startup that prints but never shows a prompt settles after the silence, not the timeout", function()
+    helpers.run(function()
+      local env = factory_new { shell = { "/bin/bash", "-c", "echo banner; exec sleep 30" }, idleSilenceMs = 300,
+        timeoutMs = 20000, disposeGraceMs = 1000 }
+      local ok, err = pcall(function()
+        local t0 = require("dsh.loop").now_ms()
+        local s = assert(env.ctx.pty:spawn({ id = "a" }, { type = "shell" }))
+        assert.equal("banner\n", s.motd)
+        assert.is_true(require("dsh.loop").now_ms() - t0 < 5000)
+      end)
+      env.dispose()
+      assert(ok, err)
+    end)
+  end)
+
   it("validates its config with the reference's messages", function()
     local p = require "dsh.providers.pty_local"
     for cfg, msg in pairs {

@@ -123,8 +123,14 @@ function M.new(o, drv)
     s._batch_armed = false
     s:_screen_flush()
   end)
-  async.run(Session._reader, s)
   return s
+end
+
+-- Start reading output (after the startup send exists: whatever the shell
+-- printed first belongs to it, also when this runs outside a task and the
+-- reader gets to the bytes at once).
+function Session:_start()
+  async.run(Session._reader, self)
 end
 
 function Session:_notify()
@@ -205,10 +211,12 @@ end
 
 function Session:_text(t, prompt, prompt_text)
   local op = self._op
+  local recheck = false
   if t ~= "" then
     self._sb:append(t)
     if op then
       op._buf:append(t)
+      recheck = op.init and not op.any_output -- the silence rule applies from now on
       op.any_output = true
     end
   end
@@ -218,7 +226,7 @@ function Session:_text(t, prompt, prompt_text)
   elseif prompt_text then
     self._prompt_text = true
   end
-  if op and self._prompt and self._prompt_text then self:_check() end
+  if op and (recheck or (self._prompt and self._prompt_text)) then self:_check() end
 end
 
 function Session:_fail(msg)
@@ -486,6 +494,7 @@ function M.spawn(o, signal)
   local s = M.new(o, drv)
   local failure
   local op, serr = s:startSend({ text = "", submit = false }, signal, true)
+  s:_start()
   if op then
     local res, oerr = op:wait()
     if res and res.waitReason == "session_exit" then
