@@ -188,7 +188,7 @@ int dshd_process_init(json_t *body, dshd_err_t *err) __attribute__((weak));
  *                   GroupStatus answers "foregroundPgid"; and quiescence
  *                   (GroupStatus, WatchGroup) waits until the whole session,
  *                   background jobs included, is gone */
-#define DSHD_EXTENSIONS                                                                        \
+#define DSHD_EXTENSIONS                                                                       \
   "process-groups,group-signals,exit-signals,replay,quiescence,stream-input,env-scrub,spill," \
   "terminal-sessions"
 

@@ -84,7 +84,7 @@ struct pproc {
   ev_timer linger_t;
   ev_timer kick_t; /* deferred work (drain reads, proc free) out of callbacks */
   psub_t *subs;
-  ev_timer session_t;       /* pterm.c: PTYs wait for their whole session to end */
+  ev_timer session_t; /* pterm.c: PTYs wait for their whole session to end */
   int64_t session_delay_ms;
 };
 
