@@ -23,6 +23,7 @@
 local async = require "dsh.async"
 local errors = require "dsh.errors"
 local loop = require "dsh.loop"
+local signals = require "dsh.signals"
 local remote = require "dsh.providers.subprocess_e2b.remote"
 local subprocess = require "dsh.subprocess"
 
@@ -189,8 +190,8 @@ end
 -- nothing is inferred: a status is a status.
 function Compat:_outcome(e)
   if self._term_sent and e.exited then
-    if e.exit_code == 15 then return { exitCode = nil, signal = "SIGTERM" } end
-    if e.exit_code == 9 then return { exitCode = nil, signal = "SIGKILL" } end
+    if e.exit_code == signals.number("SIGTERM") then return { exitCode = nil, signal = "SIGTERM" } end
+    if e.exit_code == signals.number("SIGKILL") then return { exitCode = nil, signal = "SIGKILL" } end
   end
   if not e.exited and e.status then
     local what = e.status:match("^signal: (%a+)")
@@ -201,7 +202,7 @@ function Compat:_outcome(e)
 end
 
 function Compat:signal(sig)
-  local num = require("dsh.proc").signum(sig)
+  local num = type(sig) == "number" and sig or signals.number(sig)
   if not num then error(NAME .. ": unknown signal " .. tostring(sig), 2) end
   local r, err = exec_script(self, [[kill -s "$2" -- "-$1"]], tostring(self.pid), tostring(num))
   if not r then return nil, err end

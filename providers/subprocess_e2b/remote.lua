@@ -13,6 +13,7 @@
 local async = require "dsh.async"
 local errors = require "dsh.errors"
 local loop = require "dsh.loop"
+local signals = require "dsh.signals"
 
 local M = {}
 local NAME = "subprocess-e2b"
@@ -146,7 +147,7 @@ kill -s "$2" -- "-$fg" && echo "$fg"
 --- Terminals: the signal to the terminal's foreground process group (a
 -- command run in the sandbox: envd has no call for it). Returns that pgid.
 function Proc:signal_foreground(sig)
-  local num = require("dsh.proc").signum(sig)
+  local num = type(sig) == "number" and sig or signals.number(sig)
   if not num then error(NAME .. ": unknown signal " .. tostring(sig), 3) end
   local r, err = self._backend.e2b:exec({ "/bin/bash", "-c", FOREGROUND, "dsh-e2b", tostring(self.pid),
     tostring(num) })
