@@ -40,8 +40,9 @@ M.pipe = output.pipe
 --- The one definition (reference §2.3, §8.2): an ambient variable is dropped
 -- when its name, compared case-insensitively (ASCII), contains one of
 -- `contains` or starts with one of `prefixes`. Explicit env is applied after,
--- so explicit names always survive. Backends send these rules to dshd
--- (envScrub) or turn them into the compat wrapper's patterns; never copy them.
+-- so explicit names always survive. Backends encode these rules for their
+-- daemon (subprocess-e2b: dshd's envScrub, the stock-envd wrapper's case
+-- pattern) and never copy them.
 M.scrub_rules = setmetatable({}, {
   __index = { contains = { "KEY", "PASSWORD", "SECRET", "TOKEN" }, prefixes = { "DSH_" } },
   __newindex = function() error(MOD .. ": scrub_rules is read-only", 2) end,
@@ -73,39 +74,6 @@ function M.compose_env(ambient, explicit)
   local out = M.scrub_env(ambient)
   for k, v in pairs(explicit or {}) do out[k] = v end
   return out
-end
-
---- A POSIX `case` pattern matching exactly the scrubbed names, ASCII
--- case-insensitive whatever the shell's locale: "[Dd][Ss][Hh]_*|*[Kk][Ee][Yy]*|...".
-function M.scrub_case_pattern()
-  local function ci(s)
-    assert(s:match("^[%w_]+$"), "scrub rules must be identifier characters")
-    return (s:gsub("%a", function(c) return "[" .. c:upper() .. c:lower() .. "]" end))
-  end
-  local alts = {}
-  for _, p in ipairs(M.scrub_rules.prefixes) do alts[#alts + 1] = ci(p) .. "*" end
-  for _, c in ipairs(M.scrub_rules.contains) do alts[#alts + 1] = "*" .. ci(c) .. "*" end
-  return table.concat(alts, "|")
-end
-
---- The rules as dshd's StartRequest.envScrub wants them.
-function M.scrub_wire()
-  local r = M.scrub_rules
-  return { contains = { unpack(r.contains) }, prefixes = { unpack(r.prefixes) } }
-end
-
---- This process's environment now (environ(7), so setenv() is seen).
-function M.host_env()
-  local ffi = require "ffi"
-  pcall(ffi.cdef, "extern char **environ;")
-  local env, p = {}, ffi.C.environ
-  local i = 0
-  while p ~= nil and p[i] ~= nil do
-    local name, value = ffi.string(p[i]):match("^([^=]+)=(.*)$")
-    if name then env[name] = value end
-    i = i + 1
-  end
-  return env
 end
 
 --- A random id for a process's state directory.

@@ -40,9 +40,22 @@ while IFS= read -r -d '' r; do
 done < <(env -0)
 ]]
 
+--- A POSIX `case` pattern matching exactly the names the seam scrubs, ASCII
+-- case-insensitive whatever the shell's locale: "[Dd][Ss][Hh]_*|*[Kk][Ee][Yy]*|...".
+function M.scrub_case_pattern()
+  local function ci(s)
+    assert(s:match("^[%w_]+$"), "scrub rules must be identifier characters")
+    return (s:gsub("%a", function(c) return "[" .. c:upper() .. c:lower() .. "]" end))
+  end
+  local r, alts = subprocess.scrub_rules, {}
+  for _, p in ipairs(r.prefixes) do alts[#alts + 1] = ci(p) .. "*" end
+  for _, c in ipairs(r.contains) do alts[#alts + 1] = "*" .. ci(c) .. "*" end
+  return table.concat(alts, "|")
+end
+
 -- The scrub loop, its case pattern generated from the seam's one definition.
 local function scrub_loop()
-  return (SCRUB:gsub("@SCRUB@", function() return subprocess.scrub_case_pattern() end))
+  return (SCRUB:gsub("@SCRUB@", function() return M.scrub_case_pattern() end))
 end
 
 M.INNER = ([[

@@ -196,7 +196,7 @@ function Backend:start(spec)
     end
   end
   local function mode(s) return s.mode == "inherit" and "inherit" or "pipe" end
-  local env = subprocess.compose_env(self._ambient or subprocess.host_env(), spec.env)
+  local env = subprocess.compose_env(self._ambient or sysutil.environ(), spec.env)
   local p, err = proc.spawn {
     argv = spec.argv, env = env, cwd = spec.cwd, pty = spec.pty,
     stdin = spec.stdin == "ignore" and "null" or "pipe",
@@ -233,7 +233,7 @@ function Backend:resolveExecutable(cmd)
       string.format('%s: executable "%s" is not an executable file', NAME, cmd))
   end
   if not cmd:find("/", 1, true) then
-    local env = self._ambient or subprocess.host_env()
+    local env = self._ambient or sysutil.environ()
     for dir in (env.PATH or "/usr/bin:/bin"):gmatch("[^:]+") do
       if dir:sub(1, 1) == "/" and executable(dir .. "/" .. cmd) then return dir .. "/" .. cmd end
     end

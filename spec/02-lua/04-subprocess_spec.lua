@@ -149,18 +149,23 @@ describe("dsh.subprocess scrub", function()
       env)
   end)
 
-  it("exports the one definition for dshd and for the compat wrapper", function()
+  it("is one definition, which subprocess-e2b encodes for dshd and for the stock-envd wrapper", function()
     assert.same({ contains = { "KEY", "PASSWORD", "SECRET", "TOKEN" }, prefixes = { "DSH_" } },
-      subprocess.scrub_wire())
+      require("dsh.providers.subprocess_e2b.native").env_scrub())
     assert.equal("[Dd][Ss][Hh]_*|*[Kk][Ee][Yy]*|*[Pp][Aa][Ss][Ss][Ww][Oo][Rr][Dd]*"
       .. "|*[Ss][Ee][Cc][Rr][Ee][Tt]*|*[Tt][Oo][Kk][Ee][Nn]*",
-      subprocess.scrub_case_pattern())
+      require("dsh.providers.subprocess_e2b.compat").scrub_case_pattern())
     assert.has_error(function() subprocess.scrub_rules.contains = {} end,
       "dsh.subprocess: scrub_rules is read-only")
   end)
 
-  it("reads this process's environment as it is now", function()
-    local env = subprocess.host_env()
-    assert.equal(os.getenv("PATH"), env.PATH)
+  it("reads this process's environment as it is now (dsh.sysutil.environ)", function()
+    local sys = require "dsh.sysutil"
+    assert.equal(os.getenv("PATH"), sys.environ().PATH)
+    assert.is_nil(sys.environ().DSH_SPEC_ENVIRON)
+    sys.setenv("DSH_SPEC_ENVIRON", "seen")
+    local env = sys.environ()
+    sys.setenv("DSH_SPEC_ENVIRON", nil)
+    assert.equal("seen", env.DSH_SPEC_ENVIRON)
   end)
 end)
