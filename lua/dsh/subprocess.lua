@@ -22,8 +22,12 @@
 -- no longer be learned, e.g. the sandbox daemon died under it.
 local async = require "dsh.async"
 local errors = require "dsh.errors"
+local handle = require "dsh.subprocess._handle"
 local output = require "dsh.subprocess._output"
 local sysutil = require "dsh.sysutil"
+local terminal = require "dsh.subprocess._terminal"
+
+local Writer, Handle, Terminal = handle.Writer, handle.Handle, terminal.Terminal
 
 local M = {}
 local MOD = "dsh.subprocess"
@@ -172,10 +176,6 @@ end
 
 -- Handles ------------------------------------------------------------------------
 
-local Writer = require("dsh.subprocess._handle").Writer
-local Handle = require("dsh.subprocess._handle").Handle
-local Terminal = require("dsh.subprocess._handle").Terminal
-
 ---@class dsh.subprocess.Service
 ---@field name string   the provider's name, the prefix of its messages
 ---@field cwd string    default working directory of spawns
@@ -187,7 +187,7 @@ Service.__tostring = function(s)
   return string.format("%s(%d live%s)", s.name, n, s._disposing and ", disposing" or "")
 end
 
---- A service over a backend (see dsh.subprocess._handle for the backend contract).
+--- A service over a backend (the backend contract is in dsh.subprocess._handle).
 ---@param backend table
 ---@return dsh.subprocess.Service
 function M.service(backend)
@@ -222,7 +222,7 @@ function Service:spawn(o)
   end
   if self._disposing then return nil, errors.new("DISPOSED", self.name .. ": the service is disposing") end
   local h = Handle.new(self, {
-    argv = argv, cwd = o.cwd or self.cwd, env = env, stdin = stdin, stdin_data = data,
+    id = M.new_id(), argv = argv, cwd = o.cwd or self.cwd, env = env, stdin = stdin, stdin_data = data,
     stdout = out, stderr = err, grace = grace, signal = o.signal,
   })
   return h
