@@ -33,17 +33,38 @@ function M.is(v)
   return getmetatable(v) == Error
 end
 
---- Raise a misuse error at the caller's caller, naming the module.
----@param module string e.g. "dsh.proc"
-function M.misuse(module, fmt, ...)
-  error(module .. ": " .. string.format(fmt, ...), 3)
+-- Misuse is reported where the caller made it: at the first stack frame
+-- outside dsh's own modules (this directory, providers included), so a
+-- message never points inside the library however deep the check sits.
+local LIB = debug.getinfo(1, "S").source:match("^@(.*/)[^/]*$")
+
+local function caller_level()
+  local level, last = 3, 2
+  while true do
+    local info = debug.getinfo(level, "S")
+    if not info then return last end
+    if info.what ~= "C" then
+      local src = info.source
+      if not (LIB and src:sub(1, 1) == "@" and src:sub(2, #LIB + 1) == LIB) then return level - 1 end
+      last = level - 1
+    end
+    level = level + 1
+  end
 end
 
---- Check an argument's type; raises a misuse error naming module and what.
+--- Raise a misuse error naming the module, at the caller's line (see above).
+---@param module string e.g. "dsh.fs"
+---@param fmt string the rest, starting with the public method: "readText: path must be a string"
+function M.misuse(module, fmt, ...)
+  error(module .. ": " .. string.format(fmt, ...), caller_level())
+end
+
+--- Check an argument's type; raises a misuse error naming module and what
+-- ("<module>: <what>: expected <want>, got <type>").
 function M.check(module, what, v, want, optional)
   local t = type(v)
   if t == want or (optional and v == nil) then return v end
-  error(string.format("%s: %s: expected %s, got %s", module, what, want, t), 3)
+  error(string.format("%s: %s: expected %s, got %s", module, what, want, t), caller_level())
 end
 
 return M
