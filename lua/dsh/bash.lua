@@ -106,10 +106,9 @@ function Bash:run(o)
     h:terminate()
   end)
   timer:start(timeout)
-  h.done:on_settle(function() end)
-  local ok, res = pcall(h.done.await, h.done)
-  timer:close()
-  if not ok then return nil, errors.is(res) and res or errors.new("BASH_FAILED", tostring(res)) end
+  h.done:on_settle(function() timer:close() end)
+  local res, derr = h.done:await()
+  if not res then return nil, derr end
   if o.signal and o.signal.aborted and not timed_out then
     return nil, async.abort_error(o.signal.reason)
   end

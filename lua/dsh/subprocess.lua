@@ -11,15 +11,17 @@
 --     argv = { "bash", "-c", "make test" }, graceMs = 2000,
 --     stdio = { stdout = { maxBytes = 30000, spill = { maxBytes = 2^26 } }, stderr = "pipe" },
 --   })
---   local outcome = h.done:await()        --> {exitCode = 0} or {signal = "SIGTERM"}
+--   local outcome, err = h.done:await()   --> {exitCode = 0} or {signal = "SIGTERM"}; nil, err
 --   print(h.stdout:readFrom(0).text)
 --
--- Failure conventions: misuse raises (the reference's messages); a spawn
--- refused before it starts (pre-aborted signal, disposed service) returns
--- nil, err (code ABORTED / DISPOSED, message `aborted before spawn: <reason>`);
--- a start that fails later rejects `done` (pid stays -1, waitForExit → true).
--- `done` also rejects (code SUBPROCESS_LOST) when the process's outcome can
--- no longer be learned, e.g. the sandbox daemon died under it.
+-- Failure conventions: misuse raises (the reference's messages, after
+-- "<module>: <method>: "); a spawn refused before it starts (pre-aborted
+-- signal, disposed service) returns nil, err (code ABORTED / DISPOSED,
+-- message `aborted before spawn: <reason>`); a start that fails later
+-- resolves `done` with nil, err (pid stays -1, waitForExit → true), and so
+-- does a process whose outcome can no longer be learned (SUBPROCESS_LOST,
+-- e.g. the sandbox daemon died under it). `done` rejects only when code
+-- raised (a backend's bug).
 local async = require "dsh.async"
 local errors = require "dsh.errors"
 local handle = require "dsh.subprocess._handle"

@@ -121,7 +121,8 @@ end
 ---@field stdin dsh.subprocess.Writer|nil    with stdin = "pipe"
 ---@field stdout dsh.subprocess.Pipe|dsh.subprocess.Collector|nil  pipe: read(); collect: readFrom()
 ---@field stderr dsh.subprocess.Pipe|dsh.subprocess.Collector|nil
----@field done dsh.Future        resolves {exitCode=, signal=}; rejects when the start failed
+---@field done dsh.Future        resolves {exitCode=, signal=}, or nil, err when the start failed or the
+---                              outcome can no longer be learned (SUBPROCESS_LOST)
 ---@field stateDir string        where spill files go
 local Handle = {}
 Handle.__index = Handle
@@ -184,7 +185,8 @@ function Handle:_finish_outputs(err)
   end
 end
 
--- A backend that raises (a bug) must still settle done and release the handle.
+-- A backend that raises (a bug) must still settle done and release the
+-- handle: done is then rejected (code raised), as dsh.async's rule says.
 function Handle:_run(spec, stdin_data, streams)
   local ok, err = xpcall(Handle._start_and_wait, debug.traceback, self, spec, stdin_data, streams)
   if ok then return end
@@ -209,7 +211,7 @@ function Handle:_start_and_wait(spec, stdin_data, streams)
     self._started:resolve(false)
     self:_finish_outputs(self._start_err)
     if self.stdin then self.stdin.error = self._start_err end
-    self.done:reject(self._start_err)
+    self.done:resolve(nil, self._start_err)
     return
   end
   self._bp, self.pid = bp, bp.pid
@@ -237,14 +239,19 @@ function Handle:_start_and_wait(spec, stdin_data, streams)
     end
   end
   if #remove > 0 then bp:remove(remove, not keep_any and self.stateDir or nil) end
-  if res then self.done:resolve(res) else self.done:reject(werr) end
+  if res then self.done:resolve(res) else self.done:resolve(nil, werr) end
+end
+
+-- Wait until done settled; it rejects only when a backend raised (a bug,
+-- reported to whoever awaits done), and what follows must run regardless.
+local function settled(h)
+  pcall(h.done.await, h.done)
 end
 
 -- Leaves the live set once done settled and the group is gone; then the
 -- backend's resources are released.
 function Handle:_release()
-  self.done:on_settle(function() end)
-  pcall(self.done.await, self.done)
+  settled(self)
   if self._off_abort then self._off_abort() end
   local ok, err = M.until_gone(function() return self:waitForExit() end)
   if self._bp then self._bp:close() end
@@ -298,7 +305,7 @@ function Handle:_dispose_start()
 end
 
 function Handle:_join()
-  pcall(self.done.await, self.done)
+  settled(self)
   return self._released:await()
 end
 

@@ -14,7 +14,7 @@ local MOD = "dsh.subprocess"
 
 ---@class dsh.subprocess.Terminal
 ---@field pid integer  the session's process group id
----@field done dsh.Future resolves {exitCode=, signal=}
+---@field done dsh.Future resolves {exitCode=, signal=}, or nil, err when the outcome was lost
 local Terminal = {}
 Terminal.__index = Terminal
 Terminal.__tostring = function(t)
@@ -36,7 +36,7 @@ function Terminal.start(svc, o)
   async.run(function()
     local res, werr = bp:wait()
     t._out:finish(not res and werr or nil)
-    if res then t.done:resolve(res) else t.done:reject(werr) end
+    if res then t.done:resolve(res) else t.done:resolve(nil, werr) end
   end)
   return t
 end
@@ -75,10 +75,7 @@ end
 
 --- Wait for the leader's exit: {exitCode=, signal=}, or nil, err (aborted, lost).
 function Terminal:wait(signal)
-  self.done:on_settle(function() end)
-  local ok, res, err = pcall(async.await, self.done, signal)
-  if not ok then return nil, res end
-  return res, err
+  return async.await(self.done, signal)
 end
 
 function Terminal:_dispose_start()
@@ -90,8 +87,7 @@ function Terminal:_dispose_start()
     self._bp:signal("SIGHUP")
     self._bp:terminate(self._grace)
     self._out:close()
-    self.done:on_settle(function() end)
-    pcall(self.done.await, self.done)
+    self.done:await()
     self._bp:kill_session() -- job groups of the session outlive the leader's group
     local ok, err = handle.until_gone(function() return self._bp:wait_quiescent() end)
     self._bp:close()
