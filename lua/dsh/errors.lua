@@ -28,6 +28,22 @@ function M.new(code, message, fields)
   return setmetatable(e, Error)
 end
 
+--- One error for a list of failures: nil for none, the failure itself for
+-- one, else an error of code whose message lists every failure and whose
+-- .errors holds them all (so none is lost, as AggregateError does).
+---@param list dsh.Error[]
+---@param code string
+---@param what string what failed, e.g. "dsh.context: dispose"
+---@return dsh.Error|nil
+function M.combine(list, code, what)
+  if #list == 0 then return nil end
+  if #list == 1 then return list[1] end
+  local parts = {}
+  for i, e in ipairs(list) do parts[i] = tostring(e.message or e) end
+  return M.new(code, string.format("%s: %d failures: %s", what, #list, table.concat(parts, "; ")),
+    { errors = list })
+end
+
 --- True when v is an error made by M.new.
 function M.is(v)
   return getmetatable(v) == Error

@@ -279,8 +279,9 @@ function Service:live_count()
 end
 
 --- Terminate every live handle and terminal, then join each (done, then the
--- whole group gone) before returning. Returns true, or nil and the first
--- release failure (every handle was still tried; none is left behind).
+-- whole group gone) before returning. Returns true, or nil and the release
+-- failure (SUBPROCESS_DISPOSE listing every one when several failed; every
+-- handle was still tried, none is left behind).
 function Service:dispose()
   if self._disposed then return self._disposed:await() end
   local f = async.future()
@@ -289,13 +290,14 @@ function Service:dispose()
   local list = {}
   for obj in pairs(self._live) do list[#list + 1] = obj end
   for _, obj in ipairs(list) do obj:_dispose_start() end
-  local first
+  local failures = {}
   for _, obj in ipairs(list) do
     local ok, err = obj:_join()
-    if not ok and first == nil then first = err end
+    if not ok then failures[#failures + 1] = err end
   end
   if self._backend.dispose then self._backend:dispose() end
-  if first then f:resolve(nil, first) else f:resolve(true) end
+  local err = errors.combine(failures, "SUBPROCESS_DISPOSE", self.name .. ": dispose")
+  if err then f:resolve(nil, err) else f:resolve(true) end
   return f:await()
 end
 

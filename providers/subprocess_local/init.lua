@@ -266,10 +266,7 @@ function M.setup(scope, cfg)
     sysutil.mkdir_p(parent, "700")
   end
   local svc = subprocess.service(backend)
-  scope:on_dispose(function()
-    local ok, err = svc:dispose()
-    if not ok then error(err, 0) end
-  end)
+  scope:on_dispose(function() return svc:dispose() end)
   return svc
 end
 
