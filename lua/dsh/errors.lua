@@ -1,9 +1,190 @@
---- dsh.errors: the one shape of an expected failure.
+--- dsh.errors: the one shape of an expected failure, and the one catalogue
+-- of the codes it may carry.
 --
--- Misuse raises (`error("dsh.fs: write: expected string, got nil", 2)`); expected
--- failures return `nil, err` where err is made here: a table with `code` (the
--- reference's codes, e.g. FS_NOT_FOUND) and `message`, printable with tostring.
+-- Misuse raises (`errors.misuse("dsh.fs", "readText: path must be a string")`,
+-- at the caller's line); expected failures return `nil, err` where err is
+-- made here: a table with `code` and `message`, printable with tostring.
+--
+-- Every code dsh returns is in CATALOGUE below, one table per area (a seam
+-- with its providers, the core bindings, the wire), code -> what it means.
+-- A code made anywhere in lua/dsh or providers/ that is missing here fails
+-- the suite: spec/02-lua scans every error constructor in the tree, and the
+-- spec helpers turn on check_codes(), which records any unknown code made at
+-- run time. A new seam or provider adds its codes to its area's table (the
+-- PTY, LSP and code-runtime areas are reserved below); a code shared by
+-- several areas is listed once, where it is defined.
+--
+-- Two vocabularies live side by side: dsh's codes are UPPER_CASE (the
+-- reference's codes where it has them: FS_NOT_FOUND, SUBPROCESS_LOST, ...);
+-- the envd client and what speaks the envd protocol for it (dsh.sandbox,
+-- the ctx.e2b backends) pass envd's lower-case Connect codes through
+-- unchanged ("not_found", "deadline_exceeded", ...), as the wire has them.
 local M = {}
+
+-- The catalogue ------------------------------------------------------------------
+
+M.CATALOGUE = {
+  -- Shared by every area.
+  dsh = {
+    ABORTED = "an abort signal fired (err.reason holds its reason)",
+    TIMEOUT = "dsh.async.timeout ran out",
+    DISPOSED = "the service or context is disposing or disposed",
+    INVALID_ARGUMENT = "a tool's input does not match its parameters",
+  },
+  -- dsh.context: composition of providers.
+  context = {
+    SETUP_FAILED = "a provider's setup raised, or failed and so did its rollback (.errors)",
+    DISPOSE_FAILED = "cleanups failed while disposing (.errors lists each when several did)",
+    DEPENDENCY_MISSING = "a provider injects a service nobody offers",
+    DEPENDENCY_FAILED = "a provider was not set up because a service it injects failed",
+    DEPENDENCY_CYCLE = "providers inject each other's services",
+  },
+  -- The core bindings (dsh.http, dsh.proc and the codecs).
+  core = {
+    HTTP_ERROR = "an HTTP transfer failed (libcurl's message)",
+    HTTP_TIMEOUT = "an HTTP request ran past its timeout",
+    PROC_CLOSED = "the process handle was closed while a call waited",
+    PROC_STDIN_CLOSED = "the process stopped reading stdin",
+    PROC_SPAWN_FAILED = "the process could not be started",
+    BASE64 = "invalid base64",
+    UTF8 = "invalid UTF-8 (err.position when known)",
+    ENVELOPE = "a malformed Connect envelope",
+    FRAME = "a malformed NDJSON-base64 frame",
+    LSP_FRAME = "a malformed LSP Content-Length frame",
+  },
+  -- ctx.fs (dsh.fs; fs_local, fs_e2b). The first four are also its backend contract's.
+  fs = {
+    FS_NOT_FOUND = "nothing is at the path (or the path is blank or holds a NUL)",
+    FS_PERMISSION_DENIED = "the world refused the operation",
+    FS_ABORTED = "opts.signal fired",
+    FS_IO_ERROR = "any other failure of the backend",
+    FS_NOT_TEXT = "the file is binary or not valid UTF-8",
+    FS_NOT_REGULAR_FILE = "the path is not a regular file",
+    FS_NOT_DIRECTORY = "the path is not a directory",
+    FS_STALE_VERSION = "the file changed (or vanished) since the version the caller holds",
+    FS_NOT_OBSERVED = "createIfAbsent, but the file exists",
+    FS_EDIT_NOT_FOUND = "oldString is empty or not in the file",
+    FS_AMBIGUOUS_EDIT = "oldString matches more than once and replaceAll is not set",
+  },
+  -- ctx.subprocess (dsh.subprocess; subprocess_local, subprocess_e2b).
+  subprocess = {
+    SUBPROCESS_START = "the process group could not be started or published",
+    SUBPROCESS_LOST = "the process's outcome can no longer be learned (its daemon is gone)",
+    SUBPROCESS_CLOSED = "the process was already released",
+    SUBPROCESS_ROLLBACK = "a failed start's rollback did not reach quiescence (.errors)",
+    SUBPROCESS_DISPOSE = "several handles failed to release while disposing (.errors)",
+    SUBPROCESS_EXECUTABLE = "resolveExecutable found no single absolute path",
+    SUBPROCESS_FAILED = "a backend raised (a bug); done is rejected with it",
+  },
+  -- ctx.bash and the bash tool.
+  bash = {
+    BASH_UNAVAILABLE = "the context has no ctx.bash",
+  },
+  -- ctx.e2b (providers/e2b).
+  e2b = {
+    E2B_DISPOSING = "the sandbox service is disposing",
+    E2B_EXECUTABLE = "resolveExecutable found no single absolute path in the sandbox",
+    E2B_SETUP = "the sandbox's working directories could not be prepared",
+  },
+  -- ctx.pty (reserved: the PTY seam and its providers add their codes here).
+  pty = {
+  },
+  -- ctx.lsp (reserved: the LSP seam and its providers add their codes here).
+  lsp = {
+  },
+  -- ctx.codeRuntime (reserved: the code-runtime seam and its providers add their codes here).
+  code_runtime = {
+  },
+  -- Host file primitives (dsh.hostfs): errno in err.errno. Besides "io" they
+  -- use envd's words not_found (ENOENT, ENOTDIR) and permission_denied.
+  host = {
+    io = "a host file call failed for any other reason",
+  },
+  -- envd's Connect codes (lower-case), as the wire carries them: answers of
+  -- dshd or E2B's envd, and the client's own transport failures (unavailable,
+  -- deadline_exceeded, canceled).
+  envd = {
+    canceled = "the call was aborted (by the client or the peer)",
+    unknown = "the peer's failure said no more",
+    invalid_argument = "the request was refused as malformed",
+    deadline_exceeded = "the call ran past its deadline",
+    not_found = "no such process, file or sandbox",
+    already_exists = "the file or directory exists",
+    permission_denied = "the peer refused the operation",
+    resource_exhausted = "a limit of the peer was reached",
+    failed_precondition = "the operation does not fit the current state",
+    aborted = "the peer aborted the operation",
+    out_of_range = "an offset or size outside what exists",
+    unimplemented = "the peer does not offer this call (e.g. a dshd extension on stock envd)",
+    internal = "the peer failed, or sent something this client cannot read",
+    unavailable = "the peer cannot be reached",
+    data_loss = "data was lost",
+    unauthenticated = "the access token was missing or wrong",
+  },
+}
+
+-- Families: codes built from another catalogue, each matched by a pattern.
+M.FAMILIES = {
+  { area = "core", pattern = "^PROC_E[A-Z0-9]+$",
+    meaning = "PROC_<status>: a core status of dsh.proc (core/include/dsh/errors.h), e.g. PROC_ESYS" },
+}
+
+local AREA = {}
+for area, codes in pairs(M.CATALOGUE) do
+  for code in pairs(codes) do
+    assert(AREA[code] == nil, "dsh.errors: " .. code .. " is catalogued twice")
+    AREA[code] = area
+  end
+end
+
+--- The area of a catalogued code ("fs", "envd", ...), or nil when it is not catalogued.
+---@param code string
+---@return string|nil
+function M.known(code)
+  if type(code) ~= "string" then return nil end
+  local area = AREA[code]
+  if area then return area end
+  for _, f in ipairs(M.FAMILIES) do
+    if code:match(f.pattern) then return f.area end
+  end
+  return nil
+end
+
+-- Codes made by dsh's own modules that the catalogue lacks (see check_codes).
+local SELF = debug.getinfo(1, "S").source
+local LIB = SELF:match("^@(.*/)[^/]*$")
+local checking, unknown = false, {}
+
+local function in_library(src)
+  return LIB ~= nil and src:sub(1, 1) == "@" and src:sub(2, #LIB + 1) == LIB
+end
+
+-- Where the error was made: the first frame outside this file (level 3 is M.new's caller).
+local function maker()
+  local level = 3
+  while true do
+    local info = debug.getinfo(level, "Sl")
+    if not info then return nil end
+    if info.source ~= SELF then return info end
+    level = level + 1
+  end
+end
+
+--- Turn the run-time check on or off: while on, every error made by dsh's
+-- own modules with an uncatalogued code is recorded (errors made by other
+-- code, specs included, are theirs to name).
+---@param on boolean
+function M.check_codes(on)
+  checking = on and true or false
+end
+
+--- The uncatalogued codes recorded since the last call: a list of
+-- {code=, where="file:line"}; the record is emptied.
+function M.unknown_codes()
+  local list = unknown
+  unknown = {}
+  return list
+end
 
 ---@class dsh.Error
 ---@field code string
@@ -19,6 +200,12 @@ end
 ---@param fields table|nil extra fields copied into the error
 ---@return dsh.Error
 function M.new(code, message, fields)
+  if checking and not M.known(code) then
+    local at = maker()
+    if at and in_library(at.source) then
+      unknown[#unknown + 1] = { code = tostring(code), where = at.short_src .. ":" .. tostring(at.currentline) }
+    end
+  end
   local e = { code = code, message = message }
   if fields then
     for k, v in pairs(fields) do
@@ -52,7 +239,6 @@ end
 -- Misuse is reported where the caller made it: at the first stack frame
 -- outside dsh's own modules (this directory, providers included), so a
 -- message never points inside the library however deep the check sits.
-local LIB = debug.getinfo(1, "S").source:match("^@(.*/)[^/]*$")
 
 local function caller_level()
   local level, last = 3, 2
@@ -60,8 +246,7 @@ local function caller_level()
     local info = debug.getinfo(level, "S")
     if not info then return last end
     if info.what ~= "C" then
-      local src = info.source
-      if not (LIB and src:sub(1, 1) == "@" and src:sub(2, #LIB + 1) == LIB) then return level - 1 end
+      if not in_library(info.source) then return level - 1 end
       last = level - 1
     end
     level = level + 1
