@@ -9,10 +9,12 @@
 -- with its providers, the core bindings, the wire), code -> what it means.
 -- A code made anywhere in lua/dsh or providers/ that is missing here fails
 -- the suite: spec/02-lua scans every error constructor in the tree, and the
--- spec helpers turn on check_codes(), which records any unknown code made at
--- run time. A new seam or provider adds its codes to its area's table (the
--- PTY, LSP and code-runtime areas are reserved below); a code shared by
--- several areas is listed once, where it is defined.
+-- spec helpers watch every error made at run time (on_unknown_code).
+--
+-- Registering codes: a new seam or provider adds them, with what each means,
+-- to its area's table below (one table per seam; the PTY, LSP and
+-- code-runtime tables are reserved and empty). A code shared by several
+-- areas is listed once, in the area that defines it.
 --
 -- Two vocabularies live side by side: dsh's codes are UPPER_CASE (the
 -- reference's codes where it has them: FS_NOT_FOUND, SUBPROCESS_LOST, ...);
@@ -150,10 +152,10 @@ function M.known(code)
   return nil
 end
 
--- Codes made by dsh's own modules that the catalogue lacks (see check_codes).
+-- Reporting codes the catalogue lacks, as they are made (see on_unknown_code).
 local SELF = debug.getinfo(1, "S").source
 local LIB = SELF:match("^@(.*/)[^/]*$")
-local checking, unknown = false, {}
+local on_unknown
 
 local function in_library(src)
   return LIB ~= nil and src:sub(1, 1) == "@" and src:sub(2, #LIB + 1) == LIB
@@ -164,26 +166,19 @@ local function maker()
   local level = 3
   while true do
     local info = debug.getinfo(level, "Sl")
-    if not info then return nil end
-    if info.source ~= SELF then return info end
+    if not info or info.source ~= SELF then return info end
     level = level + 1
   end
 end
 
---- Turn the run-time check on or off: while on, every error made by dsh's
--- own modules with an uncatalogued code is recorded (errors made by other
--- code, specs included, are theirs to name).
----@param on boolean
-function M.check_codes(on)
-  checking = on and true or false
-end
-
---- The uncatalogued codes recorded since the last call: a list of
--- {code=, where="file:line"}; the record is emptied.
-function M.unknown_codes()
-  local list = unknown
-  unknown = {}
-  return list
+--- Call fn(code, where) for every error made with a code the catalogue
+-- lacks, where = debug.getinfo of the frame that made it (nil: stop). The
+-- spec helpers install one for the whole suite. Returns the previous fn.
+---@param fn fun(code:any, where:table|nil)|nil
+function M.on_unknown_code(fn)
+  local old = on_unknown
+  on_unknown = fn
+  return old
 end
 
 ---@class dsh.Error
@@ -195,17 +190,13 @@ Error.__tostring = function(e)
   return e.code .. ": " .. e.message
 end
 
+--- A new error. code should be catalogued (see the header).
 ---@param code string
 ---@param message string
 ---@param fields table|nil extra fields copied into the error
 ---@return dsh.Error
 function M.new(code, message, fields)
-  if checking and not M.known(code) then
-    local at = maker()
-    if at and in_library(at.source) then
-      unknown[#unknown + 1] = { code = tostring(code), where = at.short_src .. ":" .. tostring(at.currentline) }
-    end
-  end
+  if on_unknown and not M.known(code) then on_unknown(code, maker()) end
   local e = { code = code, message = message }
   if fields then
     for k, v in pairs(fields) do

@@ -5,6 +5,25 @@
 local M = {}
 
 M.root = os.getenv("PWD")
+
+-- Every error dsh makes while specs run must carry a catalogued code
+-- (dsh.errors.CATALOGUE); assert_clean fails the test that made one that is
+-- not. Codes a spec makes itself (fault injection) are the spec's to name.
+local unknown_codes = {}
+
+--- True when a chunk's source (debug.getinfo(...).source) is a file under spec/.
+function M.is_spec_source(src)
+  local path = src:match("^@(.*)$")
+  if not path then return false end
+  if path:sub(1, 1) ~= "/" then path = M.root .. "/" .. path end
+  return path:sub(1, #M.root + 6) == M.root .. "/spec/"
+end
+
+require("dsh.errors").on_unknown_code(function(code, at)
+  if at and M.is_spec_source(at.source) then return end
+  unknown_codes[#unknown_codes + 1] = tostring(code) .. " (made at "
+    .. (at and (at.short_src .. ":" .. tostring(at.currentline)) or "?") .. ")"
+end)
 M.build = os.getenv("DSH_BUILD_DIR") or (M.root .. "/build")
 
 --- Path of a fixture program built by CMake (spec/fixtures/<name>.c).
@@ -66,6 +85,11 @@ function M.assert_clean()
   for kind, n in pairs(live) do names[#names + 1] = kind .. "=" .. n end
   table.sort(names)
   assert(#names == 0, "live dsh objects after the test: " .. table.concat(names, ", "))
+  if #unknown_codes > 0 then
+    local list = unknown_codes
+    unknown_codes = {}
+    error("error codes missing from dsh.errors.CATALOGUE: " .. table.concat(list, ", "), 2)
+  end
   if snapshot then
     local now = M.fds()
     local leaked = {}

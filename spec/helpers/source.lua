@@ -138,6 +138,69 @@ function M.requires(src)
   return out
 end
 
+--- The error codes a Lua file spells: {code =, line =} for
+--   * the first argument of an error constructor when it is a literal:
+--     errors.new("X", ...) through any name bound to require "dsh.errors" or
+--     require "dsh.fs._errors", and any local bound to such a module's .new
+--     (a literal followed by `..` is the prefix of a family: prefix = true);
+--   * every other literal shaped like an UPPER_SNAKE code (a letter, then an
+--     underscore somewhere), unless it is os.getenv's argument (a variable name).
+function M.error_codes(src)
+  local t = M.tokens(src)
+  local mods, ctors, out, taken = {}, {}, {}, {}
+  -- local a, b = require "dsh.errors" / X.new, ...
+  for k, tok in ipairs(t) do
+    if tok.value == "local" then
+      local names, j = {}, k + 1
+      while t[j] and t[j].type == "name" do
+        names[#names + 1] = t[j].value
+        if t[j + 1] and t[j + 1].value == "," then j = j + 2 else j = j + 1 break end
+      end
+      if t[j - 1] and t[j - 1].type == "name" and t[j] and t[j].value == "=" then
+        j = j + 1
+        for _, name in ipairs(names) do
+          local a, b, c = t[j], t[j + 1], t[j + 2]
+          if a and a.value == "require" and b and b.type == "string"
+            and (b.value == "dsh.errors" or b.value == "dsh.fs._errors") then
+            mods[name] = true
+            j = j + 2
+          elseif a and mods[a.value] and b and b.value == "." and c and c.value == "new" then
+            ctors[name] = true
+            j = j + 3
+          else
+            break
+          end
+          if t[j] and t[j].value == "," then j = j + 1 end
+        end
+      end
+    end
+  end
+  for k, tok in ipairs(t) do
+    local arg
+    if tok.type == "name" and mods[tok.value] and t[k + 1] and t[k + 1].value == "."
+      and t[k + 2] and t[k + 2].value == "new" and t[k + 3] and t[k + 3].value == "(" then
+      arg = t[k + 4]
+    elseif tok.type == "name" and ctors[tok.value] and t[k + 1] and t[k + 1].value == "("
+      and not (t[k - 1] and (t[k - 1].value == "." or t[k - 1].value == ":")) then
+      arg = t[k + 2]
+    end
+    if arg and arg.type == "string" then
+      local nx = t[k + (t[k + 4] == arg and 5 or 3)]
+      -- "PROC_" .. name: the prefix of a family of codes
+      out[#out + 1] = { code = arg.value, line = arg.line, prefix = nx and nx.value == ".." or nil }
+      taken[arg] = true
+    end
+  end
+  for k, tok in ipairs(t) do
+    if tok.type == "string" and not taken[tok] and tok.value:match("^[A-Z][A-Z0-9]*_[A-Z0-9_]*[A-Z0-9]$") then
+      local getenv = t[k - 1] and t[k - 1].value == "(" and t[k - 2] and t[k - 2].value == "getenv"
+      if not getenv then out[#out + 1] = { code = tok.value, line = tok.line } end
+    end
+  end
+  table.sort(out, function(a, b) return a.line < b.line end)
+  return out
+end
+
 --- Headers a C file includes: list of {header =, line =, system = bool}.
 function M.includes(src)
   local out, line = {}, 0
