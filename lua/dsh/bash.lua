@@ -92,7 +92,7 @@ function Bash:run(o)
   errors.check(MOD, "run: command", o.command, "string")
   local timeout = o.timeout or self.timeoutMs
   if type(timeout) ~= "number" or timeout <= 0 or timeout % 1 ~= 0 or timeout > M.MAX_TIMEOUT_MS then
-    error(MOD .. ": run: timeout must be a positive integer of at most " .. M.MAX_TIMEOUT_MS .. " ms", 2)
+    errors.misuse(MOD, "run: timeout must be a positive integer of at most %d ms", M.MAX_TIMEOUT_MS)
   end
   local collect = { maxBytes = self.maxOutputBytes, spill = { maxBytes = self.maxSpillBytes } }
   local h, err = self._sub:spawn {

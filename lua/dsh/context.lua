@@ -77,7 +77,7 @@ Context.__index = function(self, key)
 end
 
 Context.__newindex = function(_, key)
-  error(MOD .. ": services are published by providers; cannot assign ctx." .. tostring(key), 2)
+  errors.misuse(MOD, "services are published by providers; cannot assign ctx.%s", tostring(key))
 end
 
 --- A new, empty context.
@@ -94,7 +94,7 @@ end
 
 --- Add a provider with its config. Raises if its key is already provided.
 function Context:use(provider, config)
-  if rawget(self, "_disposing") then error(MOD .. ": use() after dispose()", 2) end
+  if rawget(self, "_disposing") then errors.misuse(MOD, "use: called after dispose()") end
   errors.check(MOD, "use: provider", provider, "table")
   errors.check(MOD, "use: provider.name", provider.name, "string")
   errors.check(MOD, "use: provider.setup", provider.setup, "function")
@@ -106,8 +106,8 @@ function Context:use(provider, config)
   if key ~= nil then
     errors.check(MOD, "use: provider.provides", key, "string")
     if self._claimed[key] then
-      error(string.format('%s: service "%s" has been registered (by %s); cannot register %s',
-        MOD, key, self._claimed[key], provider.name), 2)
+      errors.misuse(MOD, 'use: service "%s" has been registered (by %s); cannot register %s',
+        key, self._claimed[key], provider.name)
     end
     self._claimed[key] = provider.name
   end

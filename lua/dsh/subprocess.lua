@@ -51,7 +51,7 @@ M.pipe = output.pipe
 -- pattern) and never copy them.
 M.scrub_rules = setmetatable({}, {
   __index = { contains = { "KEY", "PASSWORD", "SECRET", "TOKEN" }, prefixes = { "DSH_" } },
-  __newindex = function() error(MOD .. ": scrub_rules is read-only", 2) end,
+  __newindex = function() errors.misuse(MOD, "scrub_rules is read-only") end,
 })
 
 --- True when an ambient variable of this name is dropped.
@@ -89,45 +89,51 @@ function M.new_id()
 end
 
 -- Option checks -------------------------------------------------------------------
+-- Misuse raises "dsh.subprocess: <method>: <what>" (errors.misuse: at the
+-- caller's line); the reference's own texts follow the method's name.
 
-local function check_string_list(list)
-  for i = 1, #list do
-    local v = list[i]
-    if type(v) ~= "string" then error("invalid argv: argv[" .. (i - 1) .. "] must be a string", 4) end
-    if v:find("\0", 1, true) then error("invalid argv: argv[" .. (i - 1) .. "] contains a NUL byte", 4) end
-  end
+local function misuse(method, fmt, ...)
+  errors.misuse(MOD, "%s: " .. fmt, method, ...)
 end
 
-local function check_argv(argv)
-  if type(argv) ~= "table" or type(argv[1]) ~= "string" or argv[1] == "" then
-    error("invalid argv: expected a non-empty program name at argv[0]", 4)
+local function check_argv(method, argv)
+  if type(argv) ~= "table" then
+    misuse(method, "invalid argv: expected a table of strings, got %s", type(argv))
   end
-  check_string_list(argv)
+  if type(argv[1]) ~= "string" or argv[1] == "" then
+    misuse(method, "invalid argv: expected a non-empty program name at argv[0]")
+  end
   local copy = {}
-  for i = 1, #argv do copy[i] = argv[i] end
+  for i = 1, #argv do
+    local v = argv[i]
+    if type(v) ~= "string" then misuse(method, "invalid argv: argv[%d] must be a string", i - 1) end
+    if v:find("\0", 1, true) then misuse(method, "invalid argv: argv[%d] contains a NUL byte", i - 1) end
+    copy[i] = v
+  end
   return copy
 end
 
-local function check_grace(prefix, g)
+-- graceMs messages are the reference's, prefixed with the provider's name.
+local function check_grace(prefix, method, g)
   if g == nil then return M.DEFAULT_GRACE_MS end
   if type(g) ~= "number" or g ~= g or g <= 0 or g == math.huge then
-    error(prefix .. ": graceMs must be a positive finite number", 4)
+    errors.misuse(prefix, "%s: graceMs must be a positive finite number", method)
   end
-  if g > M.MAX_GRACE_MS then error(prefix .. ": graceMs must be at most " .. M.MAX_GRACE_MS, 4) end
+  if g > M.MAX_GRACE_MS then errors.misuse(prefix, "%s: graceMs must be at most %d", method, M.MAX_GRACE_MS) end
   return math.ceil(g)
 end
 
-local function check_env(env)
+local function check_env(method, env)
   if env == nil then return nil end
-  if type(env) ~= "table" then error(MOD .. ": spawn: env must be a table of name = value", 4) end
+  if type(env) ~= "table" then misuse(method, "env must be a table of name = value") end
   local out = {}
   for k, v in pairs(env) do
     if type(k) ~= "string" or k == "" or k:find("[=%z]") then
-      error(string.format("%s: spawn: env name %q is not a valid variable name", MOD, tostring(k)), 4)
+      misuse(method, "env name %q is not a valid variable name", tostring(k))
     end
     if type(v) == "number" then v = tostring(v) end
     if type(v) ~= "string" or v:find("\0", 1, true) then
-      error(MOD .. ": spawn: env." .. k .. " must be a string without NUL bytes", 4)
+      misuse(method, "env.%s must be a string without NUL bytes", k)
     end
     out[k] = v
   end
@@ -136,7 +142,7 @@ end
 
 local function positive_int(what, v)
   if type(v) ~= "number" or v < 1 or v % 1 ~= 0 or v > 2 ^ 53 - 1 then
-    error(MOD .. ": spawn: " .. what .. " must be a positive integer", 5)
+    misuse("spawn", "%s must be a positive integer", what)
   end
   return v
 end
@@ -145,27 +151,25 @@ local function check_out(name, v)
   if v == nil or v == "pipe" then return { mode = "pipe" } end
   if v == "inherit" then return { mode = "inherit" } end
   if type(v) ~= "table" then
-    error(MOD .. ": spawn: stdio." .. name .. ' must be "pipe", "inherit" or {maxBytes=, spill=}', 4)
+    misuse("spawn", 'stdio.%s must be "pipe", "inherit" or {maxBytes=, spill=}', name)
   end
   local s = { mode = "collect", maxBytes = positive_int("stdio." .. name .. ".maxBytes", v.maxBytes) }
   if v.spill ~= nil then
-    if type(v.spill) ~= "table" then
-      error(MOD .. ": spawn: stdio." .. name .. ".spill must be {maxBytes=}", 4)
-    end
+    if type(v.spill) ~= "table" then misuse("spawn", "stdio.%s.spill must be {maxBytes=}", name) end
     s.spill = { maxBytes = positive_int("stdio." .. name .. ".spill.maxBytes", v.spill.maxBytes) }
   end
   return s
 end
 
 local function check_stdio(stdio)
-  if stdio ~= nil and type(stdio) ~= "table" then error(MOD .. ": spawn: stdio must be a table", 4) end
+  if stdio ~= nil and type(stdio) ~= "table" then misuse("spawn", "stdio must be a table") end
   stdio = stdio or {}
   local stdin, data = stdio.stdin or "ignore", nil
   if type(stdin) == "table" then
-    if type(stdin.data) ~= "string" then error(MOD .. ": spawn: stdio.stdin.data must be a string", 4) end
+    if type(stdin.data) ~= "string" then misuse("spawn", "stdio.stdin.data must be a string") end
     stdin, data = "data", stdin.data
   elseif stdin ~= "ignore" and stdin ~= "pipe" then
-    error(MOD .. ': spawn: stdio.stdin must be "ignore", "pipe" or {data=}', 4)
+    misuse("spawn", 'stdio.stdin must be "ignore", "pipe" or {data=}')
   end
   return stdin, data, check_out("stdout", stdio.stdout), check_out("stderr", stdio.stderr)
 end
@@ -209,15 +213,13 @@ end
 ---@param o dsh.subprocess.SpawnOpts
 ---@return dsh.subprocess.Handle|nil, dsh.Error|nil
 function Service:spawn(o)
-  if type(o) ~= "table" then error(MOD .. ": spawn: expected an options table, got " .. type(o), 2) end
-  local argv = check_argv(o.argv)
-  local grace = check_grace(self.name, o.graceMs)
+  if type(o) ~= "table" then misuse("spawn", "expected an options table, got %s", type(o)) end
+  local argv = check_argv("spawn", o.argv)
+  local grace = check_grace(self.name, "spawn", o.graceMs)
   local stdin, data, out, err = check_stdio(o.stdio)
-  local env = check_env(o.env)
-  if o.cwd ~= nil and type(o.cwd) ~= "string" then error(MOD .. ": spawn: cwd must be a string", 2) end
-  if o.signal ~= nil and not async.is_signal(o.signal) then
-    error(MOD .. ": spawn: signal must be an abort signal", 2)
-  end
+  local env = check_env("spawn", o.env)
+  if o.cwd ~= nil and type(o.cwd) ~= "string" then misuse("spawn", "cwd must be a string") end
+  if o.signal ~= nil and not async.is_signal(o.signal) then misuse("spawn", "signal must be an abort signal") end
   if o.signal and o.signal.aborted then
     return nil, errors.new("ABORTED", "aborted before spawn: " .. reason_text(o.signal.reason),
       { reason = o.signal.reason })
@@ -242,23 +244,19 @@ end
 ---@param o dsh.subprocess.TerminalOpts
 ---@return dsh.subprocess.Terminal|nil, dsh.Error|nil
 function Service:spawnTerminal(o)
-  if type(o) ~= "table" then
-    error(MOD .. ": spawnTerminal: expected an options table, got " .. type(o), 2)
-  end
-  local argv = check_argv(o.argv)
-  local grace = check_grace(self.name, o.graceMs)
-  local env = check_env(o.env)
+  if type(o) ~= "table" then misuse("spawnTerminal", "expected an options table, got %s", type(o)) end
+  local argv = check_argv("spawnTerminal", o.argv)
+  local grace = check_grace(self.name, "spawnTerminal", o.graceMs)
+  local env = check_env("spawnTerminal", o.env)
   local function dim(what, v, d)
     if v == nil then return d end
     if type(v) ~= "number" or v < 1 or v > 65535 or v % 1 ~= 0 then
-      error(MOD .. ": spawnTerminal: " .. what .. " must be an integer in [1, 65535]", 3)
+      misuse("spawnTerminal", "%s must be an integer in [1, 65535]", what)
     end
     return v
   end
   local rows, cols = dim("rows", o.rows, 24), dim("cols", o.cols, 80)
-  if o.cwd ~= nil and type(o.cwd) ~= "string" then
-    error(MOD .. ": spawnTerminal: cwd must be a string", 2)
-  end
+  if o.cwd ~= nil and type(o.cwd) ~= "string" then misuse("spawnTerminal", "cwd must be a string") end
   if self._disposing then return nil, errors.new("DISPOSED", self.name .. ": the service is disposing") end
   return Terminal.start(self, {
     argv = argv, cwd = o.cwd or self.cwd, env = env, pty = { rows = rows, cols = cols }, grace = grace,

@@ -26,7 +26,7 @@ local M = {
 M.REALPATH_TIMEOUT_MS = 10000
 
 function M.validate(cfg)
-  if type(cfg) ~= "table" or next(cfg) ~= nil then error("fs-e2b: takes no config", 0) end
+  if type(cfg) ~= "table" or next(cfg) ~= nil then errors.misuse("fs-e2b", "takes no config") end
   return {}
 end
 

@@ -216,7 +216,7 @@ end
 
 function Compat:signal(sig)
   local num = type(sig) == "number" and sig or signals.number(sig)
-  if not num then error(NAME .. ": unknown signal " .. tostring(sig), 2) end
+  if not num then errors.misuse(NAME, "signal: unknown signal %s", tostring(sig)) end
   local r, err = exec_script(self, [[kill -s "$2" -- "-$1"]], tostring(self.pid), tostring(num))
   if not r then return nil, err end
   if r.exit_code ~= 0 then return nil, errors.new("not_found", "process group " .. self.pid .. " is gone") end

@@ -148,7 +148,7 @@ kill -s "$2" -- "-$fg" && echo "$fg"
 -- command run in the sandbox: envd has no call for it). Returns that pgid.
 function Proc:signal_foreground(sig)
   local num = type(sig) == "number" and sig or signals.number(sig)
-  if not num then error(NAME .. ": unknown signal " .. tostring(sig), 3) end
+  if not num then errors.misuse(NAME, "signal: unknown signal %s", tostring(sig)) end
   local r, err = self._backend.e2b:exec({ "/bin/bash", "-c", FOREGROUND, "dsh-e2b", tostring(self.pid),
     tostring(num) })
   if not r then return nil, err end

@@ -108,7 +108,7 @@ end
 function Proc:signal_foreground(sig)
   if not self._p then return nil, errors.new("SUBPROCESS_CLOSED", NAME .. ": the process was released") end
   local num = proc.signum(sig)
-  if not num then error(NAME .. ": unknown signal " .. tostring(sig), 3) end
+  if not num then errors.misuse(NAME, "signal: unknown signal %s", tostring(sig)) end
   local fg = tpgid(self.pid)
   if not fg or fg <= 0 then fg = self.pid end
   if not sysutil.kill(-fg, num) then

@@ -38,7 +38,7 @@ describe("dsh.subprocess collector", function()
   it("rejects offsets that are not non-negative safe integers", function()
     local c = subprocess.collector(4)
     for _, bad in ipairs { -1, 1.5, 2 ^ 53, 0 / 0, "0" } do
-      assert.has_error(function() c:readFrom(bad) end, subprocess.OFFSET_MESSAGE)
+      assert.has_error(function() c:readFrom(bad) end, "dsh.subprocess: readFrom: " .. subprocess.OFFSET_MESSAGE)
     end
   end)
 

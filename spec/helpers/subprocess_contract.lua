@@ -85,19 +85,21 @@ return function(name, factory)
     before_each(helpers.snapshot)
     after_each(helpers.assert_clean)
 
-    it("rejects misuse with the reference's messages (§6.4.30)", function()
+    it("rejects misuse with the reference's messages, after the method's name (§6.4.30)", function()
       with_env(function(env)
         local sub = env.sub
         assert.has_error(function() sub:spawn { argv = { "" } } end,
-          "invalid argv: expected a non-empty program name at argv[0]")
+          "dsh.subprocess: spawn: invalid argv: expected a non-empty program name at argv[0]")
         assert.has_error(function() sub:spawn { argv = {} } end,
-          "invalid argv: expected a non-empty program name at argv[0]")
+          "dsh.subprocess: spawn: invalid argv: expected a non-empty program name at argv[0]")
+        assert.has_error(function() sub:spawn { argv = "ls" } end,
+          "dsh.subprocess: spawn: invalid argv: expected a table of strings, got string")
         for _, g in ipairs { 0, -1, 0 / 0, math.huge } do
           assert.has_error(function() sub:spawn { argv = { "true" }, graceMs = g } end,
-            prefix .. ": graceMs must be a positive finite number")
+            prefix .. ": spawn: graceMs must be a positive finite number")
         end
         assert.has_error(function() sub:spawn { argv = { "true" }, graceMs = 2147483648 } end,
-          prefix .. ": graceMs must be at most 2147483647")
+          prefix .. ": spawn: graceMs must be at most 2147483647")
         local ctl = async.controller()
         ctl:abort("stop")
         local h, err = sub:spawn { argv = { "true" }, signal = ctl.signal }
@@ -111,9 +113,9 @@ return function(name, factory)
         assert.equal("aborted before spawn: aborted", err.message)
         local c = spawn(env, { argv = { "true" }, stdio = { stdout = { maxBytes = 4 } } })
         assert.has_error(function() c.stdout:readFrom(-1) end,
-          "subprocess output offset must be a non-negative safe integer")
+          "dsh.subprocess: readFrom: subprocess output offset must be a non-negative safe integer")
         assert.has_error(function() c.stdout:readFrom(1.5) end,
-          "subprocess output offset must be a non-negative safe integer")
+          "dsh.subprocess: readFrom: subprocess output offset must be a non-negative safe integer")
         assert.same({ exitCode = 0 }, outcome(c))
         assert.is_true(c:waitForExit())
         -- empty inherited output is fine (§6.4.7)

@@ -21,8 +21,8 @@ for _, name in ipairs(M.WIRE_SIGNALS) do WIRE[name] = true end
 function M.signal(sig)
   local name = signals.name(sig)
   if not name or not WIRE[name] then
-    error("dsh.envd: unsupported signal " .. tostring(sig) ..
-      " (expected SIGHUP, SIGINT, SIGQUIT, SIGKILL, SIGTERM, SIGCONT or SIGTSTP)", 3)
+    errors.misuse("dsh.envd", "send_signal: unsupported signal %s (expected %s)", tostring(sig),
+      "SIGHUP, SIGINT, SIGQUIT, SIGKILL, SIGTERM, SIGCONT or SIGTSTP")
   end
   return signals.number(name), name
 end

@@ -95,7 +95,7 @@ end
 ---@return true|nil, dsh.Error|nil
 function Writer:write(s)
   errors.check(MOD, "stdin:write", s, "string")
-  if self._closed then error(MOD .. ": stdin:write: stdin was closed", 2) end
+  if self._closed then errors.misuse(MOD, "stdin:write: stdin was closed") end
   return self:_serial(function(bp)
     local r, e = bp:write(s)
     if not r then self.error = e end
@@ -277,7 +277,7 @@ end
 ---@return boolean|nil, dsh.Error|nil
 function Handle:waitForExit(signal)
   if signal ~= nil and not async.is_signal(signal) then
-    error(MOD .. ": waitForExit: expected an abort signal", 2)
+    errors.misuse(MOD, "waitForExit: expected an abort signal, got %s", type(signal))
   end
   if signal and signal.aborted then return false end
   if self._quiet then return true end

@@ -42,7 +42,7 @@ function Terminal.start(svc, o)
 end
 
 local function open(t, what)
-  if t._closed then error(MOD .. ": terminal:" .. what .. ": the terminal is closed", 3) end
+  if t._closed then errors.misuse(MOD, "terminal:%s: the terminal is closed", what) end
   return t._bp
 end
 
@@ -60,7 +60,7 @@ end
 function Terminal:resize(rows, cols)
   for what, v in pairs { rows = rows, cols = cols } do
     if type(v) ~= "number" or v < 1 or v > 65535 or v % 1 ~= 0 then
-      error(MOD .. ": terminal:resize: " .. what .. " must be an integer in [1, 65535]", 2)
+      errors.misuse(MOD, "terminal:resize: %s must be an integer in [1, 65535]", what)
     end
   end
   return open(self, "resize"):resize(rows, cols)
