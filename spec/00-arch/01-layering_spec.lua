@@ -298,6 +298,9 @@ describe("the layering test", function()
 end)
 
 describe("the built dshd", function()
+  before_each(helpers.snapshot)
+  after_each(helpers.assert_clean)
+
   it("loads no Lua library (its ELF dynamic section)", function()
     local bin = helpers.bin("dshd")
     assert(helpers.read_file(bin), "no dshd at " .. bin .. ": build first")

@@ -131,6 +131,9 @@ describe("dsh.subprocess pipe", function()
 end)
 
 describe("dsh.subprocess scrub", function()
+  before_each(helpers.snapshot)
+  after_each(helpers.assert_clean)
+
   it("drops KEY, PASSWORD, SECRET, TOKEN anywhere and DSH_ at the start, in any case", function()
     for _, name in ipairs { "API_KEY", "npm_token", "My_Password", "SECRETS", "dsh_stale", "DSH_X",
       "monkey" } do
