@@ -8,7 +8,7 @@
 -- event, the pump reconnects with Connect — on dshd with `resume` set to the
 -- byte offsets already delivered, so nothing is lost or repeated (a data
 -- event's `offset` trims an overlap; a jump forward is a gap the collector is
--- told about). It retries for reconnectMs; then `done` rejects with
+-- told about). It retries for reconnectMs; then `done` resolves nil, err with
 -- SUBPROCESS_LOST, so a dead daemon is reported within seconds.
 local async = require "dsh.async"
 local errors = require "dsh.errors"
