@@ -156,6 +156,20 @@ function M.setenv(name, value)
   return libc.setenv(name, value, 1) == 0
 end
 
+--- This process's environment now, name -> value (environ(7), so what
+-- setenv() changed is seen, unlike /proc/self/environ).
+---@return table<string, string>
+function M.environ()
+  local env, p = {}, libc.environ
+  local i = 0
+  while p ~= nil and p[i] ~= nil do
+    local name, value = ffi.string(p[i]):match("^([^=]+)=(.*)$")
+    if name then env[name] = value end
+    i = i + 1
+  end
+  return env
+end
+
 function M.getuid()
   return libc.getuid()
 end

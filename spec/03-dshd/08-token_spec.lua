@@ -31,20 +31,7 @@ local STREAMS = {
 }
 
 describe("dshd access token", function()
-  local S
-  setup(function()
-    D.isolate_state()
-    S = D.sandbox()
-  end)
-  teardown(function()
-    if S then S:kill() end
-    D.restore_state()
-  end)
-  before_each(helpers.snapshot)
-  after_each(function()
-    S:assert_idle()
-    helpers.assert_clean()
-  end)
+  local S = D.use_sandbox()
 
   local function fetch(h, method, path, token, ctype, body)
     local headers = {}

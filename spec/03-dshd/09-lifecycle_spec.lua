@@ -31,10 +31,7 @@ local function sh(client, script)
 end
 
 describe("local sandbox lifecycle", function()
-  setup(D.isolate_state)
-  teardown(D.restore_state)
-  before_each(helpers.snapshot)
-  after_each(helpers.assert_clean)
+  D.use_state()
 
   it("creates, lists, pauses, resumes and kills a sandbox", function()
     helpers.run(function()
@@ -63,7 +60,7 @@ describe("local sandbox lifecycle", function()
       assert.equal("paused", listed(id).state)
       for _, pid in ipairs(tree) do assert.is_false(helpers.pid_alive(pid), "survived pause: " .. cmd(pid)) end
       -- the supervisor finishes right after
-      assert.is_truthy(D.eventually(function() return not helpers.pid_alive(sup) end, 2000))
+      assert.is_truthy(helpers.eventually(function() return not helpers.pid_alive(sup) end, 2000))
       assert.equal("kept", helpers.read_file(sb:host_path("home") .. "/keep.txt"))
       assert.equal("tmp too", helpers.read_file(sb:host_path("tmp") .. "/scratch.txt"))
 
@@ -110,7 +107,7 @@ describe("local sandbox lifecycle", function()
       assert.equal("running", listed(sb.id).state)
       local idle_from = loop.now_ms()
       sb:close()
-      assert.is_truthy(D.eventually(function() return listed(sb.id).state == "paused" end, 8000))
+      assert.is_truthy(helpers.eventually(function() return listed(sb.id).state == "paused" end, 8000))
       local idle = loop.now_ms() - idle_from
       assert.is_true(idle >= 1300, "paused after " .. idle .. " ms of idleness")
       assert.is_true(loop.now_ms() - t0 >= 2500 + 1300)
@@ -136,7 +133,7 @@ describe("local sandbox lifecycle", function()
       assert.is_true(sys.kill(sup, 9))
       -- bubblewrap runs with --die-with-parent: nothing of the sandbox outlives it
       for _, pid in ipairs(tree) do
-        assert.is_truthy(D.eventually(function() return not helpers.pid_alive(pid) end, 3000),
+        assert.is_truthy(helpers.eventually(function() return not helpers.pid_alive(pid) end, 3000),
           "survived its supervisor: " .. pid)
       end
       assert.equal("paused", listed(sb.id).state)
@@ -154,7 +151,7 @@ describe("local sandbox lifecycle", function()
       assert(sb.envd:write_file("/home/user/gone.txt", "x"))
       sb:close()
       local t0 = loop.now_ms()
-      assert.is_truthy(D.eventually(function() return not sys.is_dir(state.dir(id)) end, 8000))
+      assert.is_truthy(helpers.eventually(function() return not sys.is_dir(state.dir(id)) end, 8000))
       assert.is_true(loop.now_ms() - t0 >= 1300)
       assert.is_nil(listed(id))
       local ok, err = sandbox.connect(id)
@@ -165,17 +162,13 @@ describe("local sandbox lifecycle", function()
 end)
 
 describe("bin/dsh", function()
-  local state_dir
-  setup(function() state_dir = D.isolate_state() end)
-  teardown(D.restore_state)
-  before_each(helpers.snapshot)
-  after_each(helpers.assert_clean)
+  D.use_state()
 
   -- Run bin/dsh with args; returns exit code, stdout, stderr.
   local function dsh(...)
     local p = assert(proc.spawn {
       argv = { helpers.root .. "/bin/dsh", ... },
-      env = { PATH = os.getenv("PATH"), HOME = os.getenv("HOME") or "/root", DSH_STATE_DIR = state_dir,
+      env = { PATH = os.getenv("PATH"), HOME = os.getenv("HOME") or "/root", DSH_STATE_DIR = helpers.state_dir,
         DSH_BUILD_DIR = helpers.build, LUA_PATH = package.path, LUA_CPATH = package.cpath },
     })
     local err_task = async.run(function() return p:read_all("stderr") end)
@@ -240,22 +233,14 @@ describe("bin/dsh", function()
 end)
 
 describe("local sandbox isolation", function()
-  local S, secret_dir
+  local S = D.use_sandbox()
+  local secret_dir
   setup(function()
-    D.isolate_state()
-    S = D.sandbox()
     secret_dir = helpers.tmpdir()
     helpers.write_file(secret_dir .. "/secret.txt", "host secret")
   end)
   teardown(function()
-    if S then S:kill() end
     helpers.rm_rf(secret_dir)
-    D.restore_state()
-  end)
-  before_each(helpers.snapshot)
-  after_each(function()
-    S:assert_idle()
-    helpers.assert_clean()
   end)
 
   it("shows nothing of the host outside the sandbox's own directories", function()

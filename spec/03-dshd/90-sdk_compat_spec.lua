@@ -34,7 +34,7 @@ local function base_env()
 end
 
 describe("official E2B SDK against dshd", function()
-  local S
+  local S = D.use_sandbox()
   setup(function()
     assert(sys.which("node"), "node is not installed (scripts/install-deps installs it)")
     if not sys.exists(COMPAT .. "/node_modules/e2b/package.json") then
@@ -43,17 +43,6 @@ describe("official E2B SDK against dshd", function()
         assert(code == 0, "npm ci failed in " .. COMPAT .. ":\n" .. out .. err)
       end)
     end
-    D.isolate_state()
-    S = D.sandbox()
-  end)
-  teardown(function()
-    if S then S:kill() end
-    D.restore_state()
-  end)
-  before_each(helpers.snapshot)
-  after_each(function()
-    S:assert_idle()
-    helpers.assert_clean()
   end)
 
   it("uses the pinned SDK version", function()

@@ -9,4 +9,5 @@ int chmod(const char *path, unsigned int mode);
 int setenv(const char *name, const char *value, int overwrite);
 int unsetenv(const char *name);
 char *strerror(int errnum);
+extern char **environ;
 ]]

@@ -7,6 +7,7 @@ local lspframe = require "dsh.lspframe"
 local utf8 = require "dsh.utf8"
 local ledger = require "dsh.ledger"
 local errors = require "dsh.errors"
+local helpers = require "helpers"
 
 local E_ASCII = "E2B frame stream contained non-ASCII data"
 local E_B64 = "E2B frame contained invalid base64 or exceeded its byte limit"
@@ -49,6 +50,9 @@ local function expect_frames(max, s, message, values)
 end
 
 describe("dsh.base64", function()
+  before_each(helpers.snapshot)
+  after_each(helpers.assert_clean)
+
   it("encodes and decodes the RFC 4648 vectors", function()
     local v = { [""] = "", f = "Zg==", fo = "Zm8=", foo = "Zm9v", foob = "Zm9vYg==",
       fooba = "Zm9vYmE=", foobar = "Zm9vYmFy" }
@@ -91,6 +95,9 @@ describe("dsh.base64", function()
 end)
 
 describe("dsh.frame", function()
+  before_each(helpers.snapshot)
+  after_each(helpers.assert_clean)
+
   it("decodes two adjacent frames split at 5 characters: nothing, then both", function()
     local s = assert(frame.encode('{"a":1}', 1024)) .. assert(frame.encode("[2]", 1024))
     local d = assert(frame.decoder(1024))
@@ -194,6 +201,9 @@ describe("dsh.frame", function()
 end)
 
 describe("dsh.envelope", function()
+  before_each(helpers.snapshot)
+  after_each(helpers.assert_clean)
+
   local stream = envelope.encode(0, '{"event":{"start":{"pid":1234}}}')
     .. envelope.encode(0, '{"event":{"data":{"stdout":"aGkK"}}}')
     .. envelope.encode(2, "{}")
@@ -247,6 +257,9 @@ describe("dsh.envelope", function()
 end)
 
 describe("dsh.lspframe", function()
+  before_each(helpers.snapshot)
+  after_each(helpers.assert_clean)
+
   it("round-trips messages at any chunking", function()
     local s = lspframe.encode('{"jsonrpc":"2.0","id":1}') .. lspframe.encode("{}")
     assert.equal('Content-Length: 24\r\n\r\n{"jsonrpc":"2.0","id":1}', s:sub(1, 46))
@@ -289,6 +302,9 @@ describe("dsh.lspframe", function()
 end)
 
 describe("dsh.utf8", function()
+  before_each(helpers.snapshot)
+  after_each(helpers.assert_clean)
+
   it("validates strictly", function()
     assert.is_true(utf8.validate("héllo € 😀"))
     for s, pos in pairs { ["ab\192\128"] = 3, ["\237\160\128"] = 1, ["x\244\144\128\128"] = 2,
@@ -346,6 +362,9 @@ describe("dsh.utf8", function()
 end)
 
 describe("dsh.ledger", function()
+  before_each(helpers.snapshot)
+  after_each(helpers.assert_clean)
+
   it("costs strings as JSON.stringify does", function()
     assert.equal(2, ledger.string_cost(""))
     assert.equal(6, ledger.string_cost('"\\'))

@@ -6,6 +6,7 @@
 local async = require "dsh.async"
 local context = require "dsh.context"
 local envd = require "dsh.envd"
+local D = require "helpers.dshd"
 local helpers = require "helpers"
 local json = require "dsh.json"
 local lfs = require "lfs"
@@ -17,6 +18,9 @@ local e2b_provider = require "dsh.providers.e2b"
 
 local SECRETS = { NPM_TOKEN = "sentinel-secret", DSH_STALE = "sentinel-stale", db_password = "sentinel-pw" }
 local VISIBLE = { KEEP = "visible" }
+
+-- Local sandboxes of this file live under an isolated $DSH_STATE_DIR.
+D.isolated_state()
 
 local function ambient()
   local envs = {}
@@ -33,22 +37,17 @@ local function shell_of(e2b)
   end
 end
 
-local function start_ctx(e2b_use, sub_cfg)
-  local ctx = context.new()
-  e2b_use(ctx)
-  ctx:use(require "dsh.providers.subprocess_e2b", sub_cfg or {})
-  ctx:use(require "dsh.providers.bash", { maxOutputBytes = 200, timeoutMs = 20000 })
-  local ok, err = ctx:start()
-  if not ok then
-    ctx:dispose()
-    error("cannot start the context: " .. tostring(err), 0)
-  end
-  return ctx
+-- ctx.e2b from `owner` (a provider, or {provider, config}), then subprocess-e2b and bash on it.
+local function start_ctx(owner, sub_cfg)
+  return helpers.start_context {
+    owner, { require "dsh.providers.subprocess_e2b", sub_cfg or {} },
+    { require "dsh.providers.bash", { maxOutputBytes = 200, timeoutMs = 20000 } },
+  }
 end
 
 -- A real local sandbox, default config, its ambient environment holding secrets.
 local function sandbox_env(sub_cfg)
-  local ctx = start_ctx(function(c) c:use(e2b_provider, { envs = ambient() }) end, sub_cfg)
+  local ctx = start_ctx({ e2b_provider, { envs = ambient() } }, sub_cfg)
   return {
     ctx = ctx, sh = shell_of(ctx.e2b), secrets = SECRETS, visible = VISIBLE,
     dispose = function() assert(ctx:dispose()) end,
@@ -65,15 +64,10 @@ local function compat_env()
     env = { PATH = "/usr/local/bin:/usr/bin:/bin", HOME = dir, LANG = "C.UTF-8" },
     stdout = "null", stderr = "null",
   })
-  local addr
-  for _ = 1, 1000 do
+  local addr = helpers.eventually(function()
     local s = helpers.read_file(dir .. "/ready")
-    if s and s:sub(-1) == "\n" then
-      addr = s:gsub("%s+$", "")
-      break
-    end
-    async.sleep(5)
-  end
+    return s and s:sub(-1) == "\n" and (s:gsub("%s+$", ""))
+  end, 5000, 5)
   assert(addr, "dshd --envd-compat did not become ready")
   local client = envd.client { url = "http://" .. addr }
   assert(client:init { envVars = ambient() })
@@ -93,7 +87,7 @@ local function compat_env()
       return service
     end,
   }
-  local ctx = start_ctx(function(c) c:use(owner) end)
+  local ctx = start_ctx(owner)
   return {
     ctx = ctx, sh = shell_of(ctx.e2b), secrets = SECRETS, visible = VISIBLE, client = client,
     dispose = function()
@@ -261,9 +255,8 @@ describe("subprocess-e2b", function()
       local pid = assert(dshd_pid(assert(env.ctx.e2b:sandboxId())))
       local t0 = loop.now_ms()
       assert.is_true(sys.kill(pid, 9))
-      h.done:on_settle(function() end)
-      local ok, err = pcall(h.done.await, h.done)
-      assert.is_false(ok)
+      local ok, err = h.done:await()
+      assert.is_nil(ok)
       assert.equal("SUBPROCESS_LOST", err.code)
       assert.matches("^subprocess%-e2b: lost the connection to process %d+ and could not reconnect: ",
         err.message)

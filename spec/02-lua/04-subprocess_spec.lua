@@ -38,7 +38,7 @@ describe("dsh.subprocess collector", function()
   it("rejects offsets that are not non-negative safe integers", function()
     local c = subprocess.collector(4)
     for _, bad in ipairs { -1, 1.5, 2 ^ 53, 0 / 0, "0" } do
-      assert.has_error(function() c:readFrom(bad) end, subprocess.OFFSET_MESSAGE)
+      assert.has_error(function() c:readFrom(bad) end, "dsh.subprocess: readFrom: " .. subprocess.OFFSET_MESSAGE)
     end
   end)
 
@@ -131,6 +131,9 @@ describe("dsh.subprocess pipe", function()
 end)
 
 describe("dsh.subprocess scrub", function()
+  before_each(helpers.snapshot)
+  after_each(helpers.assert_clean)
+
   it("drops KEY, PASSWORD, SECRET, TOKEN anywhere and DSH_ at the start, in any case", function()
     for _, name in ipairs { "API_KEY", "npm_token", "My_Password", "SECRETS", "dsh_stale", "DSH_X",
       "monkey" } do
@@ -149,18 +152,23 @@ describe("dsh.subprocess scrub", function()
       env)
   end)
 
-  it("exports the one definition for dshd and for the compat wrapper", function()
+  it("is one definition, which subprocess-e2b encodes for dshd and for the stock-envd wrapper", function()
     assert.same({ contains = { "KEY", "PASSWORD", "SECRET", "TOKEN" }, prefixes = { "DSH_" } },
-      subprocess.scrub_wire())
+      require("dsh.providers.subprocess_e2b.native").env_scrub())
     assert.equal("[Dd][Ss][Hh]_*|*[Kk][Ee][Yy]*|*[Pp][Aa][Ss][Ss][Ww][Oo][Rr][Dd]*"
       .. "|*[Ss][Ee][Cc][Rr][Ee][Tt]*|*[Tt][Oo][Kk][Ee][Nn]*",
-      subprocess.scrub_case_pattern())
+      require("dsh.providers.subprocess_e2b.compat").scrub_case_pattern())
     assert.has_error(function() subprocess.scrub_rules.contains = {} end,
       "dsh.subprocess: scrub_rules is read-only")
   end)
 
-  it("reads this process's environment as it is now", function()
-    local env = subprocess.host_env()
-    assert.equal(os.getenv("PATH"), env.PATH)
+  it("reads this process's environment as it is now (dsh.sysutil.environ)", function()
+    local sys = require "dsh.sysutil"
+    assert.equal(os.getenv("PATH"), sys.environ().PATH)
+    assert.is_nil(sys.environ().DSH_SPEC_ENVIRON)
+    sys.setenv("DSH_SPEC_ENVIRON", "seen")
+    local env = sys.environ()
+    sys.setenv("DSH_SPEC_ENVIRON", nil)
+    assert.equal("seen", env.DSH_SPEC_ENVIRON)
   end)
 end)

@@ -18,9 +18,7 @@ end
 
 local function factory_new()
   local root = helpers.tmpdir()
-  local ctx = context.new()
-  ctx:use(require "dsh.providers.fs_local", { root = root })
-  assert(ctx:start())
+  local ctx = helpers.start_context { { require "dsh.providers.fs_local", { root = root } } }
   local env = { fs = ctx.fs, root = root, sh = sh }
   env.put = helpers.write_file
   env.get = helpers.read_file

@@ -30,10 +30,10 @@ end
 
 local function factory_new(cfg)
   set_ambient()
-  local ctx = context.new()
-  ctx:use(require "dsh.providers.subprocess_local", cfg or {})
-  ctx:use(require "dsh.providers.bash", { maxOutputBytes = 200, timeoutMs = 20000 })
-  assert(ctx:start())
+  local ctx = helpers.start_context {
+    { require "dsh.providers.subprocess_local", cfg or {} },
+    { require "dsh.providers.bash", { maxOutputBytes = 200, timeoutMs = 20000 } },
+  }
   return {
     ctx = ctx, sh = host_sh, secrets = SECRETS, visible = VISIBLE,
     dispose = function()

@@ -1,8 +1,12 @@
 -- The fs contract inside a real local sandbox (dshd in bubblewrap): ctx.e2b
 -- with its default (local) backend plus fs-e2b, a fresh sandbox per test.
 local context = require "dsh.context"
+local D = require "helpers.dshd"
 local helpers = require "helpers"
 local sandbox = require "dsh.sandbox"
+
+-- Local sandboxes of this file live under an isolated $DSH_STATE_DIR.
+D.isolated_state()
 
 local function q(s)
   return "'" .. s:gsub("'", [['\'']]) .. "'"
@@ -13,14 +17,7 @@ local function dirname(p)
 end
 
 local function factory_new()
-  local ctx = context.new()
-  ctx:use(require "dsh.providers.e2b", {})
-  ctx:use(require "dsh.providers.fs_e2b")
-  local ok, err = ctx:start()
-  if not ok then
-    ctx:dispose()
-    error("cannot start a local sandbox: " .. tostring(err), 0)
-  end
+  local ctx = helpers.start_context { { require "dsh.providers.e2b", {} }, require "dsh.providers.fs_e2b" }
   local e2b = ctx.e2b
   local envd = assert(e2b:getSandbox()).envd
   local function sh(cmd)

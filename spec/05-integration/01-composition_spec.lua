@@ -7,7 +7,7 @@
 -- router), with `dsh poc --cloud` there too; then the faults: the sandbox
 -- killed under live providers, and disposal while commands run.
 local async = require "dsh.async"
-local context = require "dsh.context"
+local D = require "helpers.dshd"
 local E = require "helpers.e2b"
 local errors = require "dsh.errors"
 local helpers = require "helpers"
@@ -22,17 +22,10 @@ local AMBIENT = { NPM_TOKEN = "sentinel-secret", DSH_STALE = "sentinel-stale", K
 local FILES = { "from-fs.txt", "from-bash.txt" }
 
 local function compose(e2b_cfg)
-  local ctx = context.new()
-  ctx:use(require "dsh.providers.e2b", e2b_cfg)
-  ctx:use(require "dsh.providers.fs_e2b")
-  ctx:use(require "dsh.providers.subprocess_e2b")
-  ctx:use(require "dsh.providers.bash", { timeoutMs = 30000 })
-  local ok, err = ctx:start()
-  if not ok then
-    ctx:dispose()
-    error("the composition did not start: " .. tostring(err), 2)
-  end
-  return ctx
+  return helpers.start_context {
+    { require "dsh.providers.e2b", e2b_cfg }, require "dsh.providers.fs_e2b", require "dsh.providers.subprocess_e2b",
+    { require "dsh.providers.bash", { timeoutMs = 30000 } },
+  }
 end
 
 local function local_cfg(extra)
@@ -97,16 +90,8 @@ local function steps_1_to_3(ctx)
 end
 
 describe("the composition e2b + fs + subprocess + bash", function()
-  setup(function()
-    E.isolate_state()
-    S = E.standin()
-  end)
-  teardown(function()
-    if S then S:stop() end
-    E.restore_state()
-  end)
-  before_each(helpers.snapshot)
-  after_each(helpers.assert_clean)
+  D.use_state()
+  S = E.use_standin()
 
   it("on one local sandbox: §6.2 steps 1-5, then 17 after dispose", function()
     helpers.run(function()
@@ -123,10 +108,9 @@ describe("the composition e2b + fs + subprocess + bash", function()
             return nil, errors.new("INJECTED", "injected publication failure")
           end
           local h = assert(sub:spawn { argv = { "bash", "-c", "exec -a dsh-publication-survivor sleep 30 & wait" } })
-          h.done:on_settle(function() end)
-          local okd, derr = pcall(h.done.await, h.done)
+          local okd, derr = h.done:await()
           sub._after_start = nil
-          assert.is_false(okd)
+          assert.is_nil(okd)
           assert.equal("INJECTED", derr.code)
           assert.equal("injected publication failure", derr.message)
           assert.equal(-1, h.pid)
@@ -138,7 +122,7 @@ describe("the composition e2b + fs + subprocess + bash", function()
             argv = { "bash", "-c", "printf 0123456789; sleep 30" },
             stdio = { stdin = "ignore", stdout = { maxBytes = 4, spill = { maxBytes = 6 } }, stderr = collect(100) },
           })
-          assert.is_truthy(E.eventually(function() return h.stdout:readFrom(0).nextOffset >= 10 end))
+          assert.is_truthy(helpers.eventually(function() return h.stdout:readFrom(0).nextOffset >= 10 end))
           local spill = h.stateDir .. "/stdout.log"
           -- the spill holds exactly its bound (reference §6.2.5: 6 bytes)
           local size = tonumber(assert(ctx.e2b:exec { "stat", "-c", "%s", spill }).stdout)
@@ -279,7 +263,7 @@ describe("the composition e2b + fs + subprocess + bash", function()
           stdio = { stdin = "pipe", stdout = "pipe" } })
         assert.equal("up\n", h.stdout:read())
         local run = async.run(function() return ctx.bash:run { command = "echo started > bash.txt; sleep 30" } end)
-        assert.is_truthy(E.eventually(function()
+        assert.is_truthy(helpers.eventually(function()
           return ctx.fs:readText("bash.txt") ~= nil
         end))
         local pids = E.local_pids(id)
@@ -287,9 +271,8 @@ describe("the composition e2b + fs + subprocess + bash", function()
         local t0 = loop.now_ms()
         assert(sandbox.kill(id)) -- from the host, behind the providers' backs
         assert.same({}, E.survivors(pids, 0))
-        h.done:on_settle(function() end)
-        local okd, derr = pcall(h.done.await, h.done)
-        assert.is_false(okd)
+        local okd, derr = h.done:await()
+        assert.is_nil(okd)
         assert.equal("SUBPROCESS_LOST", derr.code)
         assert.matches("^subprocess%-e2b: lost the connection to process %d+ and could not reconnect: ", derr.message)
         local r, rerr = run:await()
@@ -342,7 +325,7 @@ describe("the composition e2b + fs + subprocess + bash", function()
               assert(sub:spawn { argv = { "bash", "-c", "cat" }, stdio = { stdin = "pipe", stdout = collect(10) } }),
             }
             run = async.run(function() return ctx.bash:run { command = "sleep 33" } end)
-            assert.is_truthy(E.eventually(function()
+            assert.is_truthy(helpers.eventually(function()
               return hs[2].stdout:readFrom(0).text == "ready\n" and hs[1].pid > 0 and hs[3].pid > 0
                 and hs[4].pid > 0 and ps(ctx):find("sleep 33", 1, true)
             end))

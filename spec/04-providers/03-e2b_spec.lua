@@ -7,11 +7,13 @@
 -- cloud: the stand-in's record of every API call).
 local async = require "dsh.async"
 local context = require "dsh.context"
+local D = require "helpers.dshd"
 local E = require "helpers.e2b"
 local helpers = require "helpers"
 local json = require "dsh.json"
 local proc = require "dsh.proc"
 local sandbox = require "dsh.sandbox"
+local sys = require "dsh.sysutil"
 local e2b = require "dsh.providers.e2b"
 
 local S -- the stand-in, for the whole file
@@ -24,13 +26,7 @@ end
 
 -- Start a context with ctx.e2b only; raises (after disposing) when it fails.
 local function started(cfg)
-  local ctx = new_ctx(cfg)
-  local ok, err = ctx:start()
-  if not ok then
-    ctx:dispose()
-    error("ctx:start() failed: " .. tostring(err), 2)
-  end
-  return ctx
+  return helpers.start_context { { e2b, cfg } }
 end
 
 -- Run fn(ctx) on a started context; dispose it afterwards unless fn did.
@@ -115,16 +111,8 @@ local BACKENDS = {
 }
 
 describe("dsh-e2b", function()
-  setup(function()
-    E.isolate_state()
-    S = E.standin()
-  end)
-  teardown(function()
-    if S then S:stop() end
-    E.restore_state()
-  end)
-  before_each(helpers.snapshot)
-  after_each(helpers.assert_clean)
+  D.use_state()
+  S = E.use_standin()
 
   it("quotes shell arguments as the reference does (§6.1.13)", function()
     assert.equal([['a'"'"'b $HOME']], e2b.quote("a'b $HOME"))
@@ -145,7 +133,8 @@ describe("dsh-e2b", function()
           for _, t in ipairs { 0, -1, 0 / 0, math.huge, "1000" } do
             local ok, err = pcall(new_ctx, B.config { timeoutMs = t })
             assert.is_false(ok)
-            assert.matches("^dsh%-e2b: timeoutMs must be a positive finite number", err)
+            -- positioned at the caller's line, never inside the library
+            assert.matches("^[^:]*03%-e2b_spec%.lua:%d+: dsh%-e2b: timeoutMs must be a positive finite number", err)
           end
           rejects({ sandboxId = "" }, "dsh-e2b: sandboxId must be non-empty when provided")
           rejects({ sandboxId = "existing", template = "agent-template" },
@@ -227,11 +216,11 @@ describe("dsh-e2b", function()
           if B.cloud then
             cfg.template = "agent-template"
             cfg.apiKey = false -- the key comes from the environment
-            E.setenv("E2B_API_KEY", S.key)
+            sys.setenv("E2B_API_KEY", S.key)
           end
           local mark = S:mark()
           local ok_new, ctx = pcall(new_ctx, B.config(cfg))
-          E.setenv("E2B_API_KEY", nil)
+          sys.setenv("E2B_API_KEY", nil)
           assert(ok_new, ctx)
           local ok, err = ctx:start()
           assert(ok, tostring(err))
@@ -331,7 +320,7 @@ describe("dsh-e2b", function()
             local start = async.run(function() return ctx:start() end)
             -- wait until the create is under way (local: its state directory
             -- exists; cloud: the stand-in has the request)
-            assert.is_truthy(E.eventually(function()
+            assert.is_truthy(helpers.eventually(function()
               if B.cloud then return #only(S:calls(mark), "POST", "^/v2/sandboxes$") == 1 end
               return B.count() > before
             end))
@@ -351,7 +340,7 @@ describe("dsh-e2b", function()
               assert.equal(204, calls[2].status)
               assert.same({}, S:sandboxes())
             else
-              assert.same({}, E.procs_with(E.state_dir, true))
+              assert.same({}, E.procs_with(helpers.state_dir, true))
             end
           end)
         end)
@@ -377,7 +366,7 @@ describe("dsh-e2b", function()
               assert.equal("DELETE", calls[2].method)
               assert.equal(204, calls[2].status)
             else
-              assert.same({}, E.procs_with(E.state_dir, true))
+              assert.same({}, E.procs_with(helpers.state_dir, true))
             end
             assert.is_true(ctx:dispose())
           end
@@ -446,13 +435,13 @@ describe("dsh-e2b", function()
         local mark, saved, before = S:mark(), os.getenv("E2B_API_KEY"), #S:sandboxes()
         local msg = "dsh-e2b: configure apiKey or set E2B_API_KEY"
         local ok, err = pcall(function()
-          E.setenv("E2B_API_KEY", nil)
+          sys.setenv("E2B_API_KEY", nil)
           assert.has_error(function() new_ctx(S:config { apiKey = false }) end, msg)
-          E.setenv("E2B_API_KEY", "")
+          sys.setenv("E2B_API_KEY", "")
           assert.has_error(function() new_ctx(S:config { apiKey = false }) end, msg)
           assert.has_error(function() new_ctx(S:config { apiKey = "" }) end, msg)
         end)
-        E.setenv("E2B_API_KEY", saved)
+        sys.setenv("E2B_API_KEY", saved)
         assert(ok, err)
         assert.same({}, S:calls(mark))
         assert.equal(before, #S:sandboxes())
@@ -503,7 +492,7 @@ describe("dsh-e2b", function()
             local port = assert(S:port(id))
             local envd = assert(ctx.e2b:getSandbox()).envd
             -- every earlier call is over (and its upstream connection closed)
-            assert.is_truthy(E.eventually(function() return E.established(port) == 0 end, 2000))
+            assert.is_truthy(helpers.eventually(function() return E.established(port) == 0 end, 2000))
             local streams = {}
             for i = 1, 3 do
               local p = assert(envd:start { cmd = "/bin/bash", args = { "-c", "echo up" .. i .. "; exec sleep 30" } })
@@ -518,7 +507,7 @@ describe("dsh-e2b", function()
             async.sleep(200)
             assert.equal(3, E.established(port)) -- three streams held open through the router
             for _, p in ipairs(streams) do p:close() end
-            assert.is_truthy(E.eventually(function() return E.established(port) == 0 end, 3000),
+            assert.is_truthy(helpers.eventually(function() return E.established(port) == 0 end, 3000),
               "the router kept upstream connections of clients that went away")
             -- a sandbox it does not know: E2B's 502
             local other = envd_client_for(S, "zzzzzzzzzzzzzzzzzzzz")

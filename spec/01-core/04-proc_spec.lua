@@ -22,16 +22,6 @@ local function sh(script, extra)
   return assert(spawn(o))
 end
 
--- Runs the loop until pred() holds (true) or ms pass (false).
-local function eventually(pred, ms)
-  local deadline = loop.now_ms() + (ms or 5000)
-  while not pred() do
-    if loop.now_ms() > deadline then return false end
-    async.sleep(5)
-  end
-  return true
-end
-
 -- Our children that are zombies (nobody reaped them).
 local function zombies()
   local me, list = helpers.pid(), {}
@@ -65,7 +55,7 @@ describe("dsh.proc", function()
   after_each(function()
     for _, p in ipairs(opened) do p:close() end
     opened = {}
-    local clean = eventually(function() return #zombies() == 0 end)
+    local clean = helpers.eventually(function() return #zombies() == 0 end, 5000, 5)
     assert(clean, "zombies left: " .. table.concat(zombies(), ", "))
     assert.equal(0, proc.live_count())
     helpers.assert_clean()
@@ -250,7 +240,7 @@ describe("dsh.proc", function()
       helpers.run(function()
         local p = assert(spawn { argv = { "head", "-c", "1000000", "/dev/zero" }, env = ENV,
           max_buffer_bytes = 4096 })
-        assert.is_true(eventually(function() return p:status().stdout_bytes >= 4096 end))
+        assert.is_truthy(helpers.eventually(function() return p:status().stdout_bytes >= 4096 end, 5000, 5))
         async.sleep(50) -- head keeps writing into the pipe, but we take nothing more
         local st = p:status()
         assert.equal(4096, st.stdout_bytes)
@@ -362,9 +352,9 @@ describe("dsh.proc", function()
         local chunk, rerr = reader:await()
         assert.is_nil(chunk)
         assert.equal("PROC_CLOSED", rerr.code)
-        assert.is_true(eventually(function()
+        assert.is_truthy(helpers.eventually(function()
           return not helpers.pid_alive(gpid) and not helpers.group_alive(p.pid)
-        end))
+        end, 5000, 5))
       end)
     end)
   end)
@@ -456,7 +446,7 @@ describe("dsh.proc", function()
         assert.is_nil((spawn { argv = { "/nope" } }))
       end
       for _, p in ipairs(list) do p:close() end
-      assert.is_true(eventually(function() return #zombies() == 0 end))
+      assert.is_truthy(helpers.eventually(function() return #zombies() == 0 end, 5000, 5))
     end)
   end)
 end)
