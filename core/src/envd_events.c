@@ -11,6 +11,7 @@
 #include "dsh/base64.h"
 #include "dsh/envelope.h"
 #include "dsh/errors.h"
+#include "dsh/envd_match.h"
 
 struct dsh_envd_events {
   dsh_envelope_decoder_t *env;

@@ -12,6 +12,7 @@
 
 #include "dsh/buf.h"
 #include "dsh/errors.h"
+#include "dsh/fail.h"
 
 #define SHRINK_ABOVE (8u << 20) /* idle buffers bigger than this are released */
 

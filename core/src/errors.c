@@ -1,6 +1,7 @@
 /* errors.c: status names and messages from the catalogue in errors.h, and the
  * error-buffer formatter every core module uses. No allocation, no state. */
 #include "dsh/errors.h"
+#include "dsh/fail.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -16,6 +16,7 @@
 #include <sys/prctl.h>
 
 #include "dsh/errors.h"
+#include "dsh/loop_ev.h"
 
 struct dsh_loop {
   struct ev_loop *ev;

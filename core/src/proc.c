@@ -21,6 +21,8 @@
 
 #include "dsh/buf.h"
 #include "dsh/errors.h"
+#include "dsh/fail.h"
+#include "dsh/loop_ev.h"
 #include "proc_internal.h"
 
 #define DEFAULT_MAX_BUFFER 65536

@@ -39,9 +39,10 @@ local MOD = "dsh.http"
 
 local M = {}
 
-local EAGAIN, ELIMIT, ESTATE = -3, -4, -18
-local ETIMEDOUT, ECANCELED, EEOF = -16, -17, -19
-local EV_HEAD, EV_DATA, EV_DONE, EV_SEND = 20, 21, 22, 23
+local EAGAIN, ELIMIT, ESTATE = C.DSH_EAGAIN, C.DSH_ELIMIT, C.DSH_ESTATE
+local ETIMEDOUT, ECANCELED, EEOF = C.DSH_ETIMEDOUT, C.DSH_ECANCELED, C.DSH_EEOF
+local EV_HEAD, EV_DATA, EV_DONE, EV_SEND = C.DSH_EV_HTTP_HEAD, C.DSH_EV_HTTP_DATA, C.DSH_EV_HTTP_DONE,
+  C.DSH_EV_HTTP_SEND
 
 -- Scratch cdata, only used between two yields.
 local copts = ffi.new("dsh_http_req_opts_t")

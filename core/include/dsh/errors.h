@@ -3,8 +3,8 @@
  * Every fallible core function returns an int status: 0 (DSH_OK) or one of the
  * negative codes below, and puts detail in a caller-supplied error buffer when
  * it takes one. The list is an X-macro so names, values and messages never drift;
- * lua/dsh/_ffi.lua mirrors the enum and spec/01-core checks it against
- * dsh_status_name(). */
+ * the enum it expands to reaches Lua through the generated FFI declarations
+ * (dsh/ffi.h), where bindings use the statuses by name (C.DSH_EAGAIN). */
 #ifndef DSH_ERRORS_H
 #define DSH_ERRORS_H
 
@@ -39,10 +39,5 @@ typedef enum dsh_status { DSH_STATUS_LIST(DSH_STATUS_ENUM_) } dsh_status_t;
 /* Static strings; unknown codes give "unknown status". */
 const char *dsh_strerror(int status);
 const char *dsh_status_name(int status);
-
-/* Formats into buf (if non-NULL) and returns status, so callers can write
- * `return dsh_fail(err, errlen, DSH_EINVAL, "spawn: %s", why);`. Internal use. */
-int dsh_fail(char *buf, size_t len, int status, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
 
 #endif

@@ -2,9 +2,10 @@
  * non-blocking fd writing built on it.
  *
  * Shared by the HTTP client's buffers, the stdin queues of processes (the
- * core's and dshd's) and the input of the envelope and LSP decoders. Growth doubles, and the queue is compacted before it
- * grows. Not part of the FFI surface. The owner embeds a zeroed dsh_buf_t and
- * releases it with dsh_buf_free(). */
+ * core's and dshd's) and the input of the envelope and LSP decoders. Growth
+ * doubles, and the queue is compacted before it grows. Internal to the core
+ * and dshd: not part of the FFI surface, not exported from libdsh.so. The
+ * owner embeds a zeroed dsh_buf_t and releases it with dsh_buf_free(). */
 #ifndef DSH_BUF_H
 #define DSH_BUF_H
 
