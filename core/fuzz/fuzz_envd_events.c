@@ -7,9 +7,9 @@
 
 #include "dsh/base64.h"
 #include "dsh/envd_events.h"
+#include "dsh/envd_match.h"
 #include "dsh/envelope.h"
 #include "dsh/errors.h"
-#include "dsh/envd_match.h"
 
 static void check_data_event(const dsh_envd_event_t *ev) {
   if (ev->stream < 1 || ev->stream > 3) abort();

@@ -19,8 +19,8 @@
 struct dsh_envelope_decoder {
   uint32_t max;
   dsh_buf_t in; /* unconsumed input */
-  int status;  /* sticky */
-  int drained; /* next() returned 0 since the last push */
+  int status;   /* sticky */
+  int drained;  /* next() returned 0 since the last push */
   char msg[96];
 };
 

@@ -5,9 +5,9 @@
 
 #include "check.h"
 #include "dsh/envd_events.h"
+#include "dsh/envd_match.h"
 #include "dsh/envelope.h"
 #include "dsh/errors.h"
-#include "dsh/envd_match.h"
 
 static size_t put(uint8_t *out, uint8_t flags, const char *json) {
   size_t n = strlen(json);

@@ -10,26 +10,26 @@
 
 #include <stddef.h>
 
-#define DSH_STATUS_LIST(X)                                                    \
-  X(OK, 0, "ok")                                                              \
-  X(EINVAL, -1, "invalid argument")                                           \
-  X(ENOMEM, -2, "out of memory")                                              \
-  X(EAGAIN, -3, "no data available yet")                                      \
-  X(ELIMIT, -4, "limit exceeded")                                             \
-  X(EBASE64, -5, "invalid base64")                                            \
-  X(EUTF8, -6, "invalid UTF-8")                                               \
-  X(EJSON, -7, "invalid JSON")                                                \
-  X(ENONASCII, -8, "non-ASCII data")                                          \
-  X(EFRAME, -9, "malformed frame")                                            \
-  X(ECOMPRESSED, -10, "compressed message not supported")                     \
-  X(ETRUNCATED, -11, "stream ended mid-message")                              \
-  X(ECLOSED, -12, "object is closed")                                         \
-  X(ESYS, -13, "system call failed")                                          \
-  X(ESPAWN, -14, "process could not be started")                              \
-  X(EHTTP, -15, "HTTP transfer failed")                                       \
-  X(ETIMEDOUT, -16, "timed out")                                              \
-  X(ECANCELED, -17, "canceled")                                               \
-  X(ESTATE, -18, "operation not valid in this state")                         \
+#define DSH_STATUS_LIST(X)                                \
+  X(OK, 0, "ok")                                          \
+  X(EINVAL, -1, "invalid argument")                       \
+  X(ENOMEM, -2, "out of memory")                          \
+  X(EAGAIN, -3, "no data available yet")                  \
+  X(ELIMIT, -4, "limit exceeded")                         \
+  X(EBASE64, -5, "invalid base64")                        \
+  X(EUTF8, -6, "invalid UTF-8")                           \
+  X(EJSON, -7, "invalid JSON")                            \
+  X(ENONASCII, -8, "non-ASCII data")                      \
+  X(EFRAME, -9, "malformed frame")                        \
+  X(ECOMPRESSED, -10, "compressed message not supported") \
+  X(ETRUNCATED, -11, "stream ended mid-message")          \
+  X(ECLOSED, -12, "object is closed")                     \
+  X(ESYS, -13, "system call failed")                      \
+  X(ESPAWN, -14, "process could not be started")          \
+  X(EHTTP, -15, "HTTP transfer failed")                   \
+  X(ETIMEDOUT, -16, "timed out")                          \
+  X(ECANCELED, -17, "canceled")                           \
+  X(ESTATE, -18, "operation not valid in this state")     \
   X(EEOF, -19, "end of stream")
 
 #define DSH_STATUS_ENUM_(name, value, msg) DSH_##name = value,

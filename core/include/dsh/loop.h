@@ -20,10 +20,10 @@ typedef struct dsh_io dsh_io_t;
 typedef struct dsh_signal dsh_signal_t;
 
 typedef struct dsh_event {
-  uint32_t kind;   /* enum dsh_event_kind */
-  int32_t status;  /* 0 or a negative dsh status */
-  uint64_t id;     /* the id given when the object was created */
-  int64_t n;       /* kind-specific number, see below */
+  uint32_t kind;  /* enum dsh_event_kind */
+  int32_t status; /* 0 or a negative dsh status */
+  uint64_t id;    /* the id given when the object was created */
+  int64_t n;      /* kind-specific number, see below */
 } dsh_event_t;
 
 enum dsh_event_kind {

@@ -17,7 +17,9 @@ typedef struct dsh_buf {
   size_t off, len, cap;
 } dsh_buf_t;
 
-static inline const uint8_t *dsh_buf_data(const dsh_buf_t *b) { return b->p + b->off; }
+static inline const uint8_t *dsh_buf_data(const dsh_buf_t *b) {
+  return b->p + b->off;
+}
 
 /* Appends n bytes. Capacity doubles but stops at limit when limit > 0 and the
  * queued bytes fit in it. DSH_OK or DSH_ENOMEM. */

@@ -18,6 +18,8 @@ void *dsh_loop_ev(dsh_loop_t *loop);
 int dsh_loop_push(dsh_loop_t *loop, uint32_t kind, uint64_t id, int32_t status, int64_t n);
 
 /* Milliseconds to libev seconds, in one place. */
-static inline double dsh_ms_to_ev(int64_t ms) { return (double)ms / 1000.0; }
+static inline double dsh_ms_to_ev(int64_t ms) {
+  return (double)ms / 1000.0;
+}
 
 #endif
