@@ -1,8 +1,7 @@
 /* test_loop.c: the one loop and its event queue — ids, FIFO order across ring
  * growth and wrap-around, what dsh_loop_run returns (queued events, the
  * deadline, DSH_ESTATE when nothing is active and no deadline is given), and
- * the timer, io and signal
- * watchers with their argument checks. */
+ * the timer, io and signal watchers with their argument checks. */
 #include <signal.h>
 #include <stdlib.h>
 #include <time.h>
