@@ -1,7 +1,7 @@
 --- core/ffi/probe.lua: writes the C program that states the FFI contract as
 -- the C compiler sees it.
 --
---   luajit core/ffi/probe.lua <cdefs.h> <lua/dsh/_ffi/hostfs.lua> <probe.c>
+--   luajit core/ffi/probe.lua <probe.c> <cdefs.h> lua/dsh/_ffi/{hostfs,sys}.lua
 --
 -- For every struct, field, enum constant and function in the generated
 -- declarations (cdefs.h, from core/include/dsh) the program prints one line,
@@ -10,10 +10,10 @@
 --   offset struct dsh_event id 8
 --   const DSH_ECANCELED -17
 --   func dsh_http_cancel
--- and the same for the libc declarations written by hand in
--- lua/dsh/_ffi/hostfs.lua: its struct dsh_hostfs_statx is checked against the
--- kernel's struct statx, and each DSH_HOSTFS_<NAME> constant against <NAME>
--- from the C headers. dsh._ffi.check compares these lines with what LuaJIT
+-- and the same for the libc declarations written by hand in lua/dsh/_ffi/
+-- (the Lua files after cdefs.h): hostfs's struct dsh_hostfs_statx is checked
+-- against the kernel's struct statx, and each DSH_<PART>_<NAME> constant
+-- against <NAME> from the C headers. dsh._ffi.check compares these lines with what LuaJIT
 -- makes of the declarations. The program links libdsh.so, so every function
 -- it names is also one the library exports.
 --
@@ -83,10 +83,15 @@ local function c_field(name)
   return name
 end
 
-local cdefs_path, hostfs_path, out_path = arg[1], arg[2], arg[3]
-assert(out_path, "usage: luajit probe.lua <cdefs.h> <hostfs.lua> <probe.c>")
+local out_path, cdefs_path = arg[1], arg[2]
+assert(cdefs_path, "usage: luajit probe.lua <probe.c> <cdefs.h> [<lua/dsh/_ffi/part.lua> ...]")
 local structs, consts, funcs = parse(read(cdefs_path))
-local hstructs, hconsts = parse(dofile(hostfs_path))
+local hstructs, hconsts = {}, {}
+for i = 3, #arg do
+  local s, c = parse(dofile(arg[i]))
+  for _, v in ipairs(s) do hstructs[#hstructs + 1] = v end
+  for _, v in ipairs(c) do hconsts[#hconsts + 1] = v end
+end
 
 local out = {}
 local function emit(s) out[#out + 1] = s end
@@ -115,7 +120,7 @@ for _, name in ipairs(consts) do
   emit(('  printf("const %s %%lld\\n", (long long)%s);'):format(name, name))
 end
 for _, name in ipairs(hconsts) do
-  local c = assert(name:match("^DSH_HOSTFS_(.+)$"), "probe.lua: hostfs constants are named DSH_HOSTFS_<C name>")
+  local c = assert(name:match("^DSH_%u+_(.+)$"), "probe.lua: libc constants are named DSH_<PART>_<C name>")
   emit(('  printf("const %s %%lld\\n", (long long)%s);'):format(name, c))
 end
 emit("  void (*volatile fn)(void);")
