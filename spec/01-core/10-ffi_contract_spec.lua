@@ -38,28 +38,29 @@ local function alter(s, old, new)
   return s:sub(1, i - 1) .. new .. s:sub(j + 1)
 end
 
--- The check in a fresh LuaJIT (ffi.cdef cannot be undone): the declarations
--- from cdefs (plus hostfs's libc ones), the library, the probe's facts.
+-- The check in a fresh LuaJIT (ffi.cdef cannot be undone): the library, the
+-- probe's facts, and the declarations: the core's, then the libc parts.
 local DRIVER = [[
 local ffi = require "ffi"
 local check = require "dsh._ffi.check"
 local function read(p) local f = assert(io.open(p, "rb")) local s = f:read("*a") f:close() return s end
-ffi.cdef(read(arg[1]))
-ffi.cdef(read(arg[2]))
-local lib = ffi.load(arg[3])
-local exports = assert(check.exports(arg[3]))
-for _, line in ipairs(check.compare(ffi, lib, check.parse_facts(read(arg[4])), exports)) do print(line) end
+for i = 3, #arg do ffi.cdef(read(arg[i])) end
+local lib = ffi.load(arg[1])
+local exports = assert(check.exports(arg[1]))
+for _, line in ipairs(check.compare(ffi, lib, check.parse_facts(read(arg[2])), exports)) do print(line) end
 ]]
 
 local tmp
+-- hostfs: the text of dsh._ffi.hostfs to use (the other libc part is as loaded)
 local function run_check(cdefs, hostfs, facts)
   local paths = {}
-  for name, text in pairs { driver = DRIVER, cdefs = cdefs, hostfs = hostfs, facts = facts } do
+  for name, text in pairs { driver = DRIVER, cdefs = cdefs, hostfs = hostfs, sys = require "dsh._ffi.sys",
+    facts = facts } do
     paths[name] = tmp .. "/" .. name
     write(paths[name], text)
   end
-  local cmd = string.format("luajit %s %s %s %s %s 2>&1", paths.driver, paths.cdefs, paths.hostfs, F.path,
-    paths.facts)
+  local cmd = string.format("luajit %s %s %s %s %s %s 2>&1", paths.driver, F.path, paths.facts, paths.cdefs,
+    paths.hostfs, paths.sys)
   local p = assert(io.popen(cmd))
   local out = p:read("*a")
   local ok = p:close()
@@ -99,6 +100,7 @@ describe("the FFI contract", function()
     assert.is_number(seen["size struct dsh_proc_opts"])
     assert.is_number(seen["offset struct dsh_http_req_opts.max_header_bytes"])
     assert.is_number(seen["offset struct dsh_hostfs_statx.stx_mtime"])
+    assert.equal(3, seen["const DSH_SYS_ESRCH"])
     assert.is_true(seen["func dsh_http_cancel"])
     assert.is_true(seen["func dsh_ffi_cdefs"])
     -- internal helpers are not part of it
