@@ -93,7 +93,9 @@ describe("the FFI contract", function()
 
   it("probes every struct, constant and function of the headers", function()
     local seen = {}
-    for _, f in ipairs(facts) do seen[f.kind .. " " .. f.name .. (f.field and ("." .. f.field) or "")] = f.value or true end
+    for _, f in ipairs(facts) do
+      seen[f.kind .. " " .. f.name .. (f.field and ("." .. f.field) or "")] = f.value or true
+    end
     assert.equal(-17, seen["const DSH_ECANCELED"])
     assert.equal(3, seen["const DSH_ENVD_END"])
     assert.equal(22, seen["const DSH_EV_HTTP_DONE"])
