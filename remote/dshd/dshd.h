@@ -25,6 +25,7 @@
 #include <sys/types.h>
 
 #include "dsh/loop.h"
+#include "dsh/loop_ev.h"
 
 #define DSHD_VERSION "0.1.0"
 

@@ -2,9 +2,10 @@
  * non-blocking fd writing built on it.
  *
  * Shared by the HTTP client's buffers, the stdin queues of processes (the
- * core's and dshd's) and the input of the envelope and LSP decoders. Growth doubles, and the queue is compacted before it
- * grows. Not part of the FFI surface. The owner embeds a zeroed dsh_buf_t and
- * releases it with dsh_buf_free(). */
+ * core's and dshd's) and the input of the envelope and LSP decoders. Growth
+ * doubles, and the queue is compacted before it grows. Internal to the core
+ * and dshd: not part of the FFI surface, not exported from libdsh.so. The
+ * owner embeds a zeroed dsh_buf_t and releases it with dsh_buf_free(). */
 #ifndef DSH_BUF_H
 #define DSH_BUF_H
 
@@ -16,7 +17,9 @@ typedef struct dsh_buf {
   size_t off, len, cap;
 } dsh_buf_t;
 
-static inline const uint8_t *dsh_buf_data(const dsh_buf_t *b) { return b->p + b->off; }
+static inline const uint8_t *dsh_buf_data(const dsh_buf_t *b) {
+  return b->p + b->off;
+}
 
 /* Appends n bytes. Capacity doubles but stops at limit when limit > 0 and the
  * queued bytes fit in it. DSH_OK or DSH_ENOMEM. */
