@@ -97,6 +97,12 @@ M.CATALOGUE = {
   -- ctx.codeRuntime (reserved: the code-runtime seam and its providers add their codes here).
   code_runtime = {
   },
+  -- Host system calls (dsh.sysutil): err.errno and the function named in the message.
+  sys = {
+    NOT_FOUND = "no such file, directory or variable on the host (ENOENT, ENOTDIR)",
+    PERMISSION_DENIED = "the host refused the call (EACCES, EPERM)",
+    IO_ERROR = "a host system call failed for any other reason",
+  },
   -- Host file primitives (dsh.hostfs): errno in err.errno. Besides "io" they
   -- use envd's words not_found (ENOENT, ENOTDIR) and permission_denied.
   host = {
