@@ -1,7 +1,7 @@
-/* pproc.c: process records of the process service — spawning, reading the
+/* process_record.c: process records of the process service — spawning, reading the
  * output fds into replay rings with back-pressure, queued input, the end
- * event, quiescence, lingering and eviction (see pservice.h); input is
- * pinput.c's.
+ * event, quiescence, lingering and eviction (see process.h); input is
+ * process_input.c's.
  *
  * Uses the core's proc module in manual_io mode (it spawns, reaps, tracks
  * the group; we do every read and write on its fds) and libev watchers on
@@ -20,11 +20,11 @@
 #include <unistd.h>
 
 #include "dsh/errors.h"
-#include "pevents.h"
-#include "pservice.h"
+#include "process_events.h"
+#include "process.h"
 
-static pproc_t *g_head, *g_tail; /* newest first */
-static void spill_close(struct pout *o);
+static record_t *g_head, *g_tail; /* newest first */
+static void spill_close(struct record_out *o);
 static ev_timer g_budget_t;               /* budget_cb, out of callbacks */
 static size_t g_ended_count, g_ended_mem; /* records that ended, and what they hold */
 
@@ -34,30 +34,30 @@ static size_t ring_cap(void) {
 }
 
 /* Reading stops while less than this much room is left for a subscriber. */
-static size_t low_water(const struct pout *o) {
+static size_t low_water(const struct record_out *o) {
   size_t lw = o->ring.cap / 4;
   if (lw > (64u << 10)) lw = 64u << 10;
   return lw ? lw : 1;
 }
 
-const char *pproc_errtext(int e) {
+const char *record_errtext(int e) {
   static char buf[128];
   snprintf(buf, sizeof buf, "%s", strerror(e));
   if (buf[0] >= 'A' && buf[0] <= 'Z' && !(buf[1] >= 'A' && buf[1] <= 'Z')) buf[0] += 'a' - 'A';
   return buf;
 }
 
-static void wake_subs(pproc_t *pp) {
-  for (psub_t *s = pp->subs; s; s = s->next) psub_wake(s);
+static void wake_subs(record_t *pp) {
+  for (subscriber_t *s = pp->subs; s; s = s->next) subscriber_wake(s);
 }
 
 /* New output only concerns event streams (WatchGroup waits for state changes). */
-static void wake_readers(pproc_t *pp) {
-  for (psub_t *s = pp->subs; s; s = s->next)
-    if (s->kind == PSUB_EVENTS) psub_wake(s);
+static void wake_readers(record_t *pp) {
+  for (subscriber_t *s = pp->subs; s; s = s->next)
+    if (s->kind == SUB_EVENTS) subscriber_wake(s);
 }
 
-static void kick(pproc_t *pp) {
+static void kick(record_t *pp) {
   if (!ev_is_active(&pp->kick_t)) {
     ev_timer_set(&pp->kick_t, 0., 0.);
     ev_timer_start(dshd_ev(), &pp->kick_t);
@@ -69,16 +69,16 @@ static void kick(pproc_t *pp) {
 /* Records by pid, so Start, SendInput & co. cost the same however many
  * records linger; a spawn drops a lingering record with its pid first. */
 #define PID_BUCKETS 1024
-static pproc_t *g_by_pid[PID_BUCKETS];
+static record_t *g_by_pid[PID_BUCKETS];
 
-static pproc_t **pid_slot(int32_t pid) {
-  pproc_t **slot = &g_by_pid[(uint32_t)pid % PID_BUCKETS];
+static record_t **pid_slot(int32_t pid) {
+  record_t **slot = &g_by_pid[(uint32_t)pid % PID_BUCKETS];
   while (*slot && (*slot)->pid != pid) slot = &(*slot)->hnext;
   return slot;
 }
 
-static void unlink_pp(pproc_t *pp) {
-  pproc_t **slot = pid_slot(pp->pid);
+static void unlink_pp(record_t *pp) {
+  record_t **slot = pid_slot(pp->pid);
   if (*slot == pp) *slot = pp->hnext;
   pp->hnext = NULL;
   if (pp->prev)
@@ -92,7 +92,7 @@ static void unlink_pp(pproc_t *pp) {
   pp->next = pp->prev = NULL;
 }
 
-static void remove_pp(pproc_t *pp) {
+static void remove_pp(record_t *pp) {
   struct ev_loop *ev = dshd_ev();
   unlink_pp(pp);
   if (pp->ended) {
@@ -100,15 +100,15 @@ static void remove_pp(pproc_t *pp) {
     g_ended_mem -= pp->held;
   }
   while (pp->subs) {
-    psub_t *s = pp->subs;
+    subscriber_t *s = pp->subs;
     pp->subs = s->next;
     s->next = s->prev = NULL;
-    psub_orphan(s);
+    subscriber_orphan(s);
   }
   ev_timer_stop(ev, &pp->deadline_t);
   ev_timer_stop(ev, &pp->linger_t);
   ev_timer_stop(ev, &pp->kick_t);
-  pinput_drop(pp);
+  record_input_drop(pp);
   for (int i = 1; i <= 2; i++) {
     ev_io_stop(ev, &pp->out[i].w);
     dshd_ring_release(&pp->out[i].ring);
@@ -121,13 +121,13 @@ static void remove_pp(pproc_t *pp) {
   free(pp);
 }
 
-pproc_t *pproc_find(uint32_t pid, const char *tag, int live_only) {
+record_t *record_find(uint32_t pid, const char *tag, int live_only) {
   if (!tag) {
-    pproc_t *pp = *pid_slot((int32_t)pid);
+    record_t *pp = *pid_slot((int32_t)pid);
     return pp && (!live_only || !pp->ended) ? pp : NULL;
   }
-  pproc_t *any = NULL;
-  for (pproc_t *pp = g_head; pp; pp = pp->next) {
+  record_t *any = NULL;
+  for (record_t *pp = g_head; pp; pp = pp->next) {
     int match = tag ? (pp->tag && strcmp(pp->tag, tag) == 0) : (uint32_t)pp->pid == pid;
     if (!match) continue;
     if (!pp->ended) return pp; /* a tag may be reused: a live record wins */
@@ -136,13 +136,13 @@ pproc_t *pproc_find(uint32_t pid, const char *tag, int live_only) {
   return live_only ? NULL : any;
 }
 
-int pproc_not_found(uint32_t pid, const char *tag, dshd_err_t *err) {
+int record_not_found(uint32_t pid, const char *tag, dshd_err_t *err) {
   if (tag) return dshd_errf(err, "not_found", "process with tag %s not found", tag);
   return dshd_errf(err, "not_found", "process with pid %u not found", pid);
 }
 
-void pproc_list(json_t *array) {
-  for (pproc_t *pp = g_tail; pp; pp = pp->prev) {
+void record_list(json_t *array) {
+  for (record_t *pp = g_tail; pp; pp = pp->prev) {
     if (pp->leader_exited) continue;
     json_t *info = json_object();
     json_object_set(info, "config", pp->config);
@@ -153,22 +153,22 @@ void pproc_list(json_t *array) {
 }
 
 static size_t linger_budget(void) {
-  size_t budget = PSVC_LINGER_MIN_BYTES, cap = ring_cap();
+  size_t budget = PROCESS_LINGER_MIN_BYTES, cap = ring_cap();
   return budget < 32 * cap ? 32 * cap : budget;
 }
 
 static int over_budget(void) {
-  return g_ended_mem > linger_budget() || g_ended_count > PSVC_LINGER_MAX;
+  return g_ended_mem > linger_budget() || g_ended_count > PROCESS_LINGER_MAX;
 }
 
 /* Keeps lingering records within count and memory bounds, oldest first:
  * rings go first (the end event stays), whole records once quiescent. */
 static void budget_cb(struct ev_loop *ev, ev_timer *w, int revents) {
   (void)ev, (void)w, (void)revents;
-  for (pproc_t *pp = g_tail, *prev; pp && over_budget(); pp = prev) {
+  for (record_t *pp = g_tail, *prev; pp && over_budget(); pp = prev) {
     prev = pp->prev;
     if (!pp->ended || pp->subs) continue;
-    if (g_ended_count > PSVC_LINGER_MAX && pp->finalized) {
+    if (g_ended_count > PROCESS_LINGER_MAX && pp->finalized) {
       remove_pp(pp);
     } else if (g_ended_mem > linger_budget() && pp->held) {
       g_ended_mem -= pp->held;
@@ -184,29 +184,29 @@ static void budget_cb(struct ev_loop *ev, ev_timer *w, int revents) {
 
 static void linger_cb(struct ev_loop *ev, ev_timer *w, int revents) {
   (void)ev, (void)revents;
-  pproc_t *pp = w->data;
+  record_t *pp = w->data;
   pp->linger_expired = 1;
   if (!pp->subs) remove_pp(pp);
 }
 
 /* Ended and the group is empty: free the proc (from the kick timer) and start lingering. */
-static void maybe_finalize(pproc_t *pp) {
+static void maybe_finalize(record_t *pp) {
   if (pp->finalized || !pp->ended || !pp->quiescent) return;
   pp->finalized = 1;
   kick(pp);
-  ev_timer_set(&pp->linger_t, dsh_ms_to_ev(PSVC_LINGER_MS), 0.);
+  ev_timer_set(&pp->linger_t, dsh_ms_to_ev(PROCESS_LINGER_MS), 0.);
   ev_timer_start(dshd_ev(), &pp->linger_t);
 }
 
-static void check_end(pproc_t *pp) {
+static void check_end(record_t *pp) {
   if (pp->ended || !pp->leader_exited || pp->out[1].open || pp->out[2].open) return;
   struct ev_loop *ev = dshd_ev();
   pp->ended = 1;
   pp->ended_at = ev_now(ev);
   pp->end_len =
-      dshd_pev_end(pp->end_json, sizeof pp->end_json, pp->wait_status, !dshd_config()->envd_compat);
+      dshd_procev_end(pp->end_json, sizeof pp->end_json, pp->wait_status, !dshd_config()->envd_compat);
   ev_timer_stop(ev, &pp->deadline_t);
-  pinput_drop(pp); /* queued input is moot now */
+  record_input_drop(pp); /* queued input is moot now */
   pp->held = dshd_ring_memory(&pp->out[1].ring) + dshd_ring_memory(&pp->out[2].ring) +
              dshd_marks_memory(&pp->marks);
   g_ended_count++;
@@ -232,7 +232,7 @@ static void release_read_end(int fd) {
   }
 }
 
-static void out_done(pproc_t *pp, struct pout *o) {
+static void out_done(record_t *pp, struct record_out *o) {
   spill_close(o);
   o->open = 0;
   o->paused = 0;
@@ -244,13 +244,13 @@ static void out_done(pproc_t *pp, struct pout *o) {
 
 /* spill extension: copy the first spill_left bytes read to the spill file. A
  * regular file: a plain write never waits on anyone. Stops at the first error. */
-static void spill_close(struct pout *o) {
+static void spill_close(struct record_out *o) {
   if (o->spill_fd >= 0) close(o->spill_fd);
   o->spill_fd = -1;
   o->spill_left = 0;
 }
 
-static void spill_write(struct pout *o, const uint8_t *p, size_t n) {
+static void spill_write(struct record_out *o, const uint8_t *p, size_t n) {
   if (n > o->spill_left) n = (size_t)o->spill_left;
   while (n > 0) {
     ssize_t w = write(o->spill_fd, p, n);
@@ -266,24 +266,24 @@ static void spill_write(struct pout *o, const uint8_t *p, size_t n) {
   if (o->spill_left == 0) spill_close(o);
 }
 
-static int can_read(pproc_t *pp, struct pout *o, size_t *want) {
+static int can_read(record_t *pp, struct record_out *o, size_t *want) {
   uint64_t keep;
-  *want = PSVC_READ_CHUNK;
-  if (psub_min_offset(pp, o->idx, &keep)) {
+  *want = PROCESS_READ_CHUNK;
+  if (subscriber_min_offset(pp, o->idx, &keep)) {
     size_t room = dshd_ring_room(&o->ring, keep);
     if (room < low_water(o)) return 0;
     if (*want > room) *want = room;
-    if (dshd_marks_full(&pp->marks, (uint32_t)o->idx) && psub_needs_tail_mark(pp)) return 0;
+    if (dshd_marks_full(&pp->marks, (uint32_t)o->idx) && subscriber_needs_tail_mark(pp)) return 0;
   }
   return 1;
 }
 
-static void out_pause(pproc_t *pp, struct pout *o) {
+static void out_pause(record_t *pp, struct record_out *o) {
   o->paused = 1;
   ev_io_stop(dshd_ev(), &o->w);
 }
 
-static void out_read(pproc_t *pp, struct pout *o) {
+static void out_read(record_t *pp, struct record_out *o) {
   for (int round = 0; round < 4 && o->open; round++) {
     size_t want, len;
     uint8_t *p;
@@ -316,11 +316,11 @@ static void out_read(pproc_t *pp, struct pout *o) {
     }
     if (n > 0) {
       if (p != first) dshd_ring_commit(&o->ring, (size_t)n);
-      if (!o->enlarged && o->ring.total >= PSVC_READ_CHUNK) {
+      if (!o->enlarged && o->ring.total >= PROCESS_READ_CHUNK) {
         /* Big pipes count against the user's pipe-buffer quota: only for
          * streams that prove busy, best effort. */
         o->enlarged = 1;
-        if (!pp->pty) fcntl(o->fd, F_SETPIPE_SZ, PSVC_PIPE_SIZE);
+        if (!pp->pty) fcntl(o->fd, F_SETPIPE_SZ, PROCESS_PIPE_SIZE);
       }
       if (o->drain_stop) o->drain_left -= (size_t)n < o->drain_left ? (size_t)n : o->drain_left;
       if (o->spill_fd >= 0) spill_write(o, p, (size_t)n);
@@ -346,11 +346,11 @@ static void out_read(pproc_t *pp, struct pout *o) {
 
 static void out_cb(struct ev_loop *ev, ev_io *w, int revents) {
   (void)revents;
-  struct pout *o = (struct pout *)w; /* w is the first member */
-  pproc_t *pp = o->pp;
+  struct record_out *o = (struct record_out *)w; /* w is the first member */
+  record_t *pp = o->pp;
   /* libev invokes the watchers of one poll in reverse order of readiness:
    * the other stream, still pending, had its bytes first. */
-  struct pout *other = &pp->out[3 - o->idx];
+  struct record_out *other = &pp->out[3 - o->idx];
   if (other->open && ev_is_pending(&other->w)) {
     ev_clear_pending(ev, &other->w);
     out_read(pp, other);
@@ -358,9 +358,9 @@ static void out_cb(struct ev_loop *ev, ev_io *w, int revents) {
   out_read(pp, o);
 }
 
-void pproc_resume(pproc_t *pp) {
+void record_resume(record_t *pp) {
   for (int i = 1; i <= 2; i++) {
-    struct pout *o = &pp->out[i];
+    struct record_out *o = &pp->out[i];
     size_t want;
     if (!o->open || !o->paused || !can_read(pp, o, &want)) continue;
     o->paused = 0;
@@ -371,9 +371,9 @@ void pproc_resume(pproc_t *pp) {
 
 /* After SIGKILL/SIGTERM (or the timeout) and the leader's exit: take what is
  * in the pipes now, then stop, even if a grandchild still holds them. */
-static void start_drain(pproc_t *pp) {
+static void start_drain(record_t *pp) {
   for (int i = 1; i <= 2; i++) {
-    struct pout *o = &pp->out[i];
+    struct record_out *o = &pp->out[i];
     int avail = 0;
     if (!o->open || o->drain_stop) continue;
     o->drain_stop = 1;
@@ -383,16 +383,16 @@ static void start_drain(pproc_t *pp) {
   kick(pp);
 }
 
-static void cancel_reading(pproc_t *pp) {
+static void cancel_reading(record_t *pp) {
   pp->cancel_reading = 1;
   if (pp->leader_exited) start_drain(pp);
 }
 
 static void kick_cb(struct ev_loop *ev, ev_timer *w, int revents) {
   (void)ev, (void)revents;
-  pproc_t *pp = w->data;
+  record_t *pp = w->data;
   for (int i = 1; i <= 2; i++) {
-    struct pout *o = &pp->out[i];
+    struct record_out *o = &pp->out[i];
     if (o->open && o->drain_stop && !o->paused) out_read(pp, o);
   }
   if (pp->finalized && pp->proc) {
@@ -406,7 +406,7 @@ static void kick_cb(struct ev_loop *ev, ev_timer *w, int revents) {
 
 static void on_proc(void *ud, dsh_proc_t *p, uint32_t kind, int32_t status, int64_t n) {
   (void)p, (void)status;
-  pproc_t *pp = ud;
+  record_t *pp = ud;
   if (kind == DSH_EV_PROC_EXIT) {
     pp->leader_exited = 1;
     pp->wait_status = (int)n;
@@ -422,7 +422,7 @@ static void on_proc(void *ud, dsh_proc_t *p, uint32_t kind, int32_t status, int6
 
 static void deadline_cb(struct ev_loop *ev, ev_timer *w, int revents) {
   (void)ev, (void)revents;
-  pproc_t *pp = w->data;
+  record_t *pp = w->data;
   /* envd kills the pid; with dshd's process groups the deadline is the
    * lifetime of the whole group, so nothing the command started outlives it. */
   if (pp->proc && !dshd_config()->envd_compat)
@@ -434,7 +434,7 @@ static void deadline_cb(struct ev_loop *ev, ev_timer *w, int revents) {
 
 /* --- signals, resize ------------------------------------------------------------------ */
 
-int pproc_signal(pproc_t *pp, int sig, int group, int64_t grace_ms, dshd_err_t *err) {
+int record_signal(record_t *pp, int sig, int group, int64_t grace_ms, dshd_err_t *err) {
   if (pp->proc) {
     int rc = (sig == SIGTERM && grace_ms > 0) ? dsh_proc_terminate(pp->proc, grace_ms)
                                               : dsh_proc_signal(pp->proc, sig, group);
@@ -444,7 +444,7 @@ int pproc_signal(pproc_t *pp, int sig, int group, int64_t grace_ms, dshd_err_t *
   return 0;
 }
 
-int pproc_resize(pproc_t *pp, uint32_t rows, uint32_t cols, dshd_err_t *err) {
+int record_resize(record_t *pp, uint32_t rows, uint32_t cols, dshd_err_t *err) {
   if (!pp->pty || !pp->proc)
     return dshd_errf(err, "internal", "error resizing tty: tty not assigned to process");
   if (rows > 0xffff) rows = 0xffff;
@@ -456,13 +456,13 @@ int pproc_resize(pproc_t *pp, uint32_t rows, uint32_t cols, dshd_err_t *err) {
     struct winsize ws = {.ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols};
     rc = ioctl(dsh_proc_fd(pp->proc, 1), TIOCSWINSZ, &ws) < 0 ? DSH_ESYS : 0;
   }
-  if (rc) return dshd_errf(err, "internal", "error resizing tty: %s", pproc_errtext(errno));
+  if (rc) return dshd_errf(err, "internal", "error resizing tty: %s", record_errtext(errno));
   return 0;
 }
 
 /* --- subscribers ------------------------------------------------------------------------ */
 
-void pproc_attach(pproc_t *pp, psub_t *sub) {
+void record_attach(record_t *pp, subscriber_t *sub) {
   sub->pp = pp;
   sub->prev = NULL;
   sub->next = pp->subs;
@@ -470,7 +470,7 @@ void pproc_attach(pproc_t *pp, psub_t *sub) {
   pp->subs = sub;
 }
 
-void pproc_detach(pproc_t *pp, psub_t *sub) {
+void record_detach(record_t *pp, subscriber_t *sub) {
   if (sub->prev)
     sub->prev->next = sub->next;
   else if (pp->subs == sub)
@@ -481,13 +481,13 @@ void pproc_detach(pproc_t *pp, psub_t *sub) {
   if (pp->linger_expired && !pp->subs)
     remove_pp(pp);
   else
-    pproc_resume(pp);
+    record_resume(pp);
 }
 
 /* --- start ------------------------------------------------------------------------------- */
 
-int pproc_start(const pproc_spawn_t *o, pproc_t **out, dshd_err_t *err) {
-  pproc_t *pp = calloc(1, sizeof *pp);
+int record_start(const record_spawn_t *o, record_t **out, dshd_err_t *err) {
+  record_t *pp = calloc(1, sizeof *pp);
   if (!pp) {
     json_decref(o->config);
     return dshd_errf(err, "resource_exhausted", "out of memory");
@@ -522,14 +522,14 @@ int pproc_start(const pproc_spawn_t *o, pproc_t **out, dshd_err_t *err) {
   pp->config = o->config;
   pp->tag = o->tag ? strdup(o->tag) : NULL;
   pp->pty = o->pty ? 1 : 0;
-  dshd_marks_init(&pp->marks, PSVC_MARKS_MAX);
+  dshd_marks_init(&pp->marks, PROCESS_MARKS_MAX);
 
   /* A lingering record of a former process with this pid is stale now. */
-  pproc_t *stale = *pid_slot(pp->pid);
+  record_t *stale = *pid_slot(pp->pid);
   if (stale) remove_pp(stale);
 
   for (int i = 1; i <= 2; i++) {
-    struct pout *out_s = &pp->out[i];
+    struct record_out *out_s = &pp->out[i];
     out_s->pp = pp;
     out_s->idx = i;
     out_s->fd = (pp->pty && i == 2) ? -1 : dsh_proc_fd(pp->proc, i);
@@ -544,7 +544,7 @@ int pproc_start(const pproc_spawn_t *o, pproc_t **out, dshd_err_t *err) {
       ev_io_start(ev, &out_s->w);
     }
   }
-  pinput_init(pp);
+  record_input_init(pp);
   ev_init(&pp->deadline_t, deadline_cb);
   pp->deadline_t.data = pp;
   ev_init(&pp->linger_t, linger_cb);
@@ -564,7 +564,7 @@ int pproc_start(const pproc_spawn_t *o, pproc_t **out, dshd_err_t *err) {
   return 0;
 }
 
-void pproc_shutdown_all(void) {
+void record_shutdown_all(void) {
   ev_timer_stop(dshd_ev(), &g_budget_t);
   while (g_head) remove_pp(g_head);
 }
