@@ -5,9 +5,12 @@
  * external-polling mode with its epoll fd watched by libev, processes come
  * from the core's proc module, JSON from jansson.
  *
- * The server core (server.c, connect.c) owns connections, request bodies,
- * authentication and the Connect framing. Services (process.c, filesystem.c,
- * watch.c, files.c) register handlers in a route table and never touch
+ * The server core (server.h: main.c, server.c, listen.c, auth.c, request.c,
+ * dispatch.c, connect.c, stream.c, users.c, json.c, and the /files and /init
+ * handlers files.c, download.c, upload.c, init.c) owns connections, request
+ * bodies, authentication and the Connect framing. Services (the process
+ * service process*.c, see process.h; the filesystem service filesystem.c,
+ * watch.c, watch_rpc.c) register handlers in a route table and never touch
  * libmicrohttpd: unary handlers turn a parsed request into a response object;
  * stream handlers attach a *source* to a dshd_stream_t and append envelopes to
  * it when the stream asks (pull) — a stream that has nothing to send simply
@@ -184,7 +187,7 @@ int dshd_process_init(json_t *body, dshd_err_t *err) __attribute__((weak));
 #define DSHD_EXTENSIONS \
   "process-groups,group-signals,exit-signals,replay,quiescence,stream-input,env-scrub,spill"
 
-/* --- server streams (connect.c) --------------------------------------------- */
+/* --- server streams (stream.c) ---------------------------------------------- */
 
 typedef struct dshd_stream_ops {
   /* The stream's buffer ran empty and the client can take more: append

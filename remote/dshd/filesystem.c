@@ -5,7 +5,7 @@
  *
  * Runs as the daemon (root) like envd; the request's user only chooses the
  * home for relative paths and the owner of what MakeDir/Move create.
- * Watch RPCs live in watch.c. Listings are bounded (MAX_LIST_ENTRIES). */
+ * Watch RPCs live in watch_rpc.c (on watch.c). Listings are bounded (MAX_LIST_ENTRIES). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -544,7 +544,7 @@ static int fs_remove(dshd_req_t *r, json_t *req, json_t **resp, dshd_err_t *err)
   return 0;
 }
 
-/* --- watch path checks (shared with watch.c) ----------------------------------------------------
+/* --- watch path checks (shared with watch_rpc.c) ----------------------------------------------------
  */
 
 int fs_check_watch_path(const char *path, int allow_network_mounts, dshd_err_t *err) {

@@ -383,7 +383,7 @@ void dshd_server_stop(void) {
   g.envs = NULL;
 }
 
-/* POST /init: default user, workdir and global env vars (files.c parses). */
+/* POST /init: default user, workdir and global env vars (init.c parses). */
 int dshd_server_set_workdir(const char *dir) {
   if (strlen(dir) >= sizeof g.workdir_buf) return -1;
   snprintf(g.workdir_buf, sizeof g.workdir_buf, "%s", dir);

@@ -32,7 +32,7 @@ enum dshd_req_kind {
   REQ_INIT
 };
 
-struct files_upload; /* files.c */
+struct files_upload; /* upload.c */
 
 struct dshd_req {
   struct MHD_Connection *conn;
@@ -179,15 +179,34 @@ void dshd_streams_shutdown(void);
  * how many. Called by server.c after MHD_run(). */
 int dshd_streams_flush_resumes(void);
 
-/* --- files.c ---------------------------------------------------------------- */
+/* --- files.c, download.c, upload.c, init.c ---------------------------------------- */
 
 void dshd_files_begin(dshd_req_t *r);
 void dshd_files_body(dshd_req_t *r, const char *data, size_t len);
 void dshd_files_finish(dshd_req_t *r);
 void dshd_files_completed(dshd_req_t *r);
-/* POST /init */
+/* Shared by the /files and /init handlers: */
+/* envd's JSON error answer {"code":status,"message":...}. */
+void dshd_files_error(dshd_req_t *r, unsigned status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* An answer (an error) was already decided. */
+int dshd_files_failed(dshd_req_t *r);
+/* User for ?username= (NULL/absent = default). 0, or answers and -1. */
+int dshd_files_user(dshd_req_t *r, const char *username, dshd_user_t *u);
+/* Access token header or URL signature (§1.4). 0, or answers 401 and -1. */
+int dshd_files_auth(dshd_req_t *r, const char *path, const char *op);
+/* Query value; *bad set when it holds a NUL byte. */
+const char *dshd_files_query(dshd_req_t *r, const char *name, int *bad);
+/* download.c: GET/HEAD /files, at the end of the (ignored) body. */
+void dshd_download(dshd_req_t *r);
+/* upload.c: POST /files. */
+void dshd_upload_begin(dshd_req_t *r);
+void dshd_upload_body(dshd_req_t *r, const char *data, size_t n);
+void dshd_upload_finish(dshd_req_t *r);
+void dshd_upload_free(struct files_upload *up);
+/* init.c: POST /init */
 void dshd_init_begin(dshd_req_t *r);
-void dshd_init_body(dshd_req_t *r, const char *data, size_t len);
+void dshd_init_body(dshd_req_t *r, const char *data, size_t n);
 void dshd_init_finish(dshd_req_t *r);
 
 /* --- users.c ---------------------------------------------------------------- */
@@ -204,7 +223,7 @@ int dshd_chown_path(const dshd_user_t *u, const char *path);
 /* Go-style error text: "no such file or directory". */
 const char *dshd_strerror(int errnum);
 
-/* --- watch.c ---------------------------------------------------------------- */
+/* --- watch_rpc.c ------------------------------------------------------------ */
 
 void dshd_watchers_shutdown(void);
 
