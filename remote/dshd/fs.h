@@ -1,4 +1,5 @@
-/* fs.h: what filesystem.c shares with watch.c and watch_rpc.c (private to dshd). */
+/* fs.h: what the filesystem service shares — filesystem.c, fs_entry.c
+ * (EntryInfo), watch.c and watch_rpc.c (private to dshd). */
 #ifndef DSHD_FS_H
 #define DSHD_FS_H
 

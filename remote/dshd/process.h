@@ -126,6 +126,26 @@ const char *record_errtext(int e);
 int record_signal(record_t *pp, int sig, int group, int64_t grace_ms, dshd_err_t *err);
 int record_resize(record_t *pp, uint32_t rows, uint32_t cols, dshd_err_t *err);
 
+/* --- process_record.c, for process_output.c ------------------------------------ */
+
+size_t record_ring_cap(void);      /* --replay-bytes */
+void record_wake_subs(record_t *pp);    /* state changed: every subscriber */
+void record_wake_readers(record_t *pp); /* new output: event streams */
+void record_kick(record_t *pp);         /* deferred work, out of callbacks */
+void record_check_end(record_t *pp);    /* builds the end event once everything is read */
+
+/* --- process_output.c --------------------------------------------------------- */
+
+/* Sets up stream i (1 stdout/pty, 2 stderr) on fd (-1: none), with an
+ * optional spill copy of its first spill_cap bytes to spill_fd (taken). */
+void record_output_init(record_t *pp, int i, int fd, int spill_fd, uint64_t spill_cap);
+/* Stops reading stream i and frees its ring and spill file. */
+void record_output_release(record_t *pp, int i);
+/* After a kill and the leader's exit: take what the pipes hold now, then
+ * stop (a grandchild may keep them open); drain_reads does the reading. */
+void record_output_drain(record_t *pp);
+void record_output_drain_reads(record_t *pp);
+
 /* --- process_input.c ---------------------------------------------------------------- */
 
 /* Sets up the record's input side after spawn; drop discards queued bytes

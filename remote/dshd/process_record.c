@@ -1,7 +1,7 @@
-/* process_record.c: process records of the process service — spawning, reading the
- * output fds into replay rings with back-pressure, queued input, the end
- * event, quiescence, lingering and eviction (see process.h); input is
- * process_input.c's.
+/* process_record.c: process records of the process service — spawning, the
+ * table (by pid and tag), the end event, quiescence, signals, lingering and
+ * eviction (see process.h); reading the output is process_output.c's, input
+ * is process_input.c's.
  *
  * Uses the core's proc module in manual_io mode (it spawns, reaps, tracks
  * the group; we do every read and write on its fds) and libev watchers on
@@ -24,20 +24,12 @@
 #include "process.h"
 
 static record_t *g_head, *g_tail; /* newest first */
-static void spill_close(struct record_out *o);
 static ev_timer g_budget_t;               /* budget_cb, out of callbacks */
 static size_t g_ended_count, g_ended_mem; /* records that ended, and what they hold */
 
-static size_t ring_cap(void) {
+size_t record_ring_cap(void) {
   uint64_t b = dshd_config()->replay_bytes;
   return b ? (size_t)b : (size_t)1 << 20;
-}
-
-/* Reading stops while less than this much room is left for a subscriber. */
-static size_t low_water(const struct record_out *o) {
-  size_t lw = o->ring.cap / 4;
-  if (lw > (64u << 10)) lw = 64u << 10;
-  return lw ? lw : 1;
 }
 
 const char *record_errtext(int e) {
@@ -47,17 +39,17 @@ const char *record_errtext(int e) {
   return buf;
 }
 
-static void wake_subs(record_t *pp) {
+void record_wake_subs(record_t *pp) {
   for (subscriber_t *s = pp->subs; s; s = s->next) subscriber_wake(s);
 }
 
 /* New output only concerns event streams (WatchGroup waits for state changes). */
-static void wake_readers(record_t *pp) {
+void record_wake_readers(record_t *pp) {
   for (subscriber_t *s = pp->subs; s; s = s->next)
     if (s->kind == SUB_EVENTS) subscriber_wake(s);
 }
 
-static void kick(record_t *pp) {
+void record_kick(record_t *pp) {
   if (!ev_is_active(&pp->kick_t)) {
     ev_timer_set(&pp->kick_t, 0., 0.);
     ev_timer_start(dshd_ev(), &pp->kick_t);
@@ -109,11 +101,7 @@ static void remove_pp(record_t *pp) {
   ev_timer_stop(ev, &pp->linger_t);
   ev_timer_stop(ev, &pp->kick_t);
   record_input_drop(pp);
-  for (int i = 1; i <= 2; i++) {
-    ev_io_stop(ev, &pp->out[i].w);
-    dshd_ring_release(&pp->out[i].ring);
-    spill_close(&pp->out[i]);
-  }
+  for (int i = 1; i <= 2; i++) record_output_release(pp, i);
   if (pp->proc) dsh_proc_free(pp->proc); /* SIGKILLs a group still alive */
   dshd_marks_release(&pp->marks);
   json_decref(pp->config);
@@ -153,7 +141,7 @@ void record_list(json_t *array) {
 }
 
 static size_t linger_budget(void) {
-  size_t budget = PROCESS_LINGER_MIN_BYTES, cap = ring_cap();
+  size_t budget = PROCESS_LINGER_MIN_BYTES, cap = record_ring_cap();
   return budget < 32 * cap ? 32 * cap : budget;
 }
 
@@ -193,12 +181,12 @@ static void linger_cb(struct ev_loop *ev, ev_timer *w, int revents) {
 static void maybe_finalize(record_t *pp) {
   if (pp->finalized || !pp->ended || !pp->quiescent) return;
   pp->finalized = 1;
-  kick(pp);
+  record_kick(pp);
   ev_timer_set(&pp->linger_t, dsh_ms_to_ev(PROCESS_LINGER_MS), 0.);
   ev_timer_start(dshd_ev(), &pp->linger_t);
 }
 
-static void check_end(record_t *pp) {
+void record_check_end(record_t *pp) {
   if (pp->ended || !pp->leader_exited || pp->out[1].open || pp->out[2].open) return;
   struct ev_loop *ev = dshd_ev();
   pp->ended = 1;
@@ -211,7 +199,7 @@ static void check_end(record_t *pp) {
              dshd_marks_memory(&pp->marks);
   g_ended_count++;
   g_ended_mem += pp->held;
-  wake_subs(pp);
+  record_wake_subs(pp);
   maybe_finalize(pp);
   if (over_budget() && !ev_is_active(&g_budget_t)) {
     ev_timer_init(&g_budget_t, budget_cb, 0., 0.);
@@ -219,182 +207,15 @@ static void check_end(record_t *pp) {
   }
 }
 
-/* --- output ------------------------------------------------------------------------ */
-
-/* The fd stays the proc's; point it at /dev/null so the pipe's read end is
- * closed now (a writer left behind gets EPIPE instead of blocking forever). */
-static void release_read_end(int fd) {
-  int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (nul < 0) return;
-  if (nul != fd) {
-    dup3(nul, fd, O_CLOEXEC);
-    close(nul);
-  }
-}
-
-static void out_done(record_t *pp, struct record_out *o) {
-  spill_close(o);
-  o->open = 0;
-  o->paused = 0;
-  ev_io_stop(dshd_ev(), &o->w);
-  if (!pp->pty && o->fd >= 0) release_read_end(o->fd);
-  wake_subs(pp);
-  check_end(pp);
-}
-
-/* spill extension: copy the first spill_left bytes read to the spill file. A
- * regular file: a plain write never waits on anyone. Stops at the first error. */
-static void spill_close(struct record_out *o) {
-  if (o->spill_fd >= 0) close(o->spill_fd);
-  o->spill_fd = -1;
-  o->spill_left = 0;
-}
-
-static void spill_write(struct record_out *o, const uint8_t *p, size_t n) {
-  if (n > o->spill_left) n = (size_t)o->spill_left;
-  while (n > 0) {
-    ssize_t w = write(o->spill_fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      o->spill_left = 0;
-      break;
-    }
-    p += w;
-    n -= (size_t)w;
-    o->spill_left -= (uint64_t)w;
-  }
-  if (o->spill_left == 0) spill_close(o);
-}
-
-static int can_read(record_t *pp, struct record_out *o, size_t *want) {
-  uint64_t keep;
-  *want = PROCESS_READ_CHUNK;
-  if (subscriber_min_offset(pp, o->idx, &keep)) {
-    size_t room = dshd_ring_room(&o->ring, keep);
-    if (room < low_water(o)) return 0;
-    if (*want > room) *want = room;
-    if (dshd_marks_full(&pp->marks, (uint32_t)o->idx) && subscriber_needs_tail_mark(pp)) return 0;
-  }
-  return 1;
-}
-
-static void out_pause(record_t *pp, struct record_out *o) {
-  o->paused = 1;
-  ev_io_stop(dshd_ev(), &o->w);
-}
-
-static void out_read(record_t *pp, struct record_out *o) {
-  for (int round = 0; round < 4 && o->open; round++) {
-    size_t want, len;
-    uint8_t *p;
-    if (!can_read(pp, o, &want)) {
-      out_pause(pp, o);
-      return;
-    }
-    /* Until a stream has bytes its ring has no buffer: a process that prints
-     * nothing (or only EOF) costs no allocation. */
-    static uint8_t first[16384];
-    if (o->drain_stop) {
-      if (!o->drain_left) {
-        out_done(pp, o);
-        return;
-      }
-      if (want > o->drain_left) want = o->drain_left;
-    }
-    if (!o->ring.size) {
-      p = first;
-      len = want < sizeof first ? want : sizeof first;
-    } else if (dshd_ring_wspace(&o->ring, want, &p, &len) < 0) {
-      p = NULL;
-    }
-    ssize_t n = p ? read(o->fd, p, len) : -1;
-    if (n > 0 && p == first && dshd_ring_write(&o->ring, first, (size_t)n) != (size_t)n) p = NULL;
-    if (!p) {
-      fprintf(stderr, "dshd: process %d: out of memory for output; reading stopped\n", pp->pid);
-      out_done(pp, o);
-      return;
-    }
-    if (n > 0) {
-      if (p != first) dshd_ring_commit(&o->ring, (size_t)n);
-      if (!o->enlarged && o->ring.total >= PROCESS_READ_CHUNK) {
-        /* Big pipes count against the user's pipe-buffer quota: only for
-         * streams that prove busy, best effort. */
-        o->enlarged = 1;
-        if (!pp->pty) fcntl(o->fd, F_SETPIPE_SZ, PROCESS_PIPE_SIZE);
-      }
-      if (o->drain_stop) o->drain_left -= (size_t)n < o->drain_left ? (size_t)n : o->drain_left;
-      if (o->spill_fd >= 0) spill_write(o, p, (size_t)n);
-      dshd_marks_add(&pp->marks, (uint32_t)o->idx, o->ring.total);
-      wake_readers(pp);
-      if (o->drain_stop && !o->drain_left) {
-        out_done(pp, o);
-        return;
-      }
-      if ((size_t)n < len && !o->drain_stop) return; /* drained; level-triggered */
-    } else if (n == 0) {
-      out_done(pp, o);
-    } else if (errno == EINTR) {
-      continue;
-    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      if (o->drain_stop) out_done(pp, o);
-      return;
-    } else { /* EIO on a pty master: every slave fd is closed */
-      out_done(pp, o);
-    }
-  }
-}
-
-static void out_cb(struct ev_loop *ev, ev_io *w, int revents) {
-  (void)revents;
-  struct record_out *o = (struct record_out *)w; /* w is the first member */
-  record_t *pp = o->pp;
-  /* libev invokes the watchers of one poll in reverse order of readiness:
-   * the other stream, still pending, had its bytes first. */
-  struct record_out *other = &pp->out[3 - o->idx];
-  if (other->open && ev_is_pending(&other->w)) {
-    ev_clear_pending(ev, &other->w);
-    out_read(pp, other);
-  }
-  out_read(pp, o);
-}
-
-void record_resume(record_t *pp) {
-  for (int i = 1; i <= 2; i++) {
-    struct record_out *o = &pp->out[i];
-    size_t want;
-    if (!o->open || !o->paused || !can_read(pp, o, &want)) continue;
-    o->paused = 0;
-    ev_io_start(dshd_ev(), &o->w);
-    if (o->drain_stop) kick(pp); /* must see EAGAIN once, even if nothing arrives */
-  }
-}
-
-/* After SIGKILL/SIGTERM (or the timeout) and the leader's exit: take what is
- * in the pipes now, then stop, even if a grandchild still holds them. */
-static void start_drain(record_t *pp) {
-  for (int i = 1; i <= 2; i++) {
-    struct record_out *o = &pp->out[i];
-    int avail = 0;
-    if (!o->open || o->drain_stop) continue;
-    o->drain_stop = 1;
-    /* A grandchild may keep writing: take only what is there now. */
-    o->drain_left = ioctl(o->fd, FIONREAD, &avail) == 0 && avail >= 0 ? (size_t)avail : SIZE_MAX;
-  }
-  kick(pp);
-}
-
 static void cancel_reading(record_t *pp) {
   pp->cancel_reading = 1;
-  if (pp->leader_exited) start_drain(pp);
+  if (pp->leader_exited) record_output_drain(pp);
 }
 
 static void kick_cb(struct ev_loop *ev, ev_timer *w, int revents) {
   (void)ev, (void)revents;
   record_t *pp = w->data;
-  for (int i = 1; i <= 2; i++) {
-    struct record_out *o = &pp->out[i];
-    if (o->open && o->drain_stop && !o->paused) out_read(pp, o);
-  }
+  record_output_drain_reads(pp);
   if (pp->finalized && pp->proc) {
     dsh_proc_free(pp->proc);
     pp->proc = NULL;
@@ -410,12 +231,12 @@ static void on_proc(void *ud, dsh_proc_t *p, uint32_t kind, int32_t status, int6
   if (kind == DSH_EV_PROC_EXIT) {
     pp->leader_exited = 1;
     pp->wait_status = (int)n;
-    if (pp->cancel_reading) start_drain(pp);
-    wake_subs(pp);
-    check_end(pp);
+    if (pp->cancel_reading) record_output_drain(pp);
+    record_wake_subs(pp);
+    record_check_end(pp);
   } else if (kind == DSH_EV_PROC_QUIET) {
     pp->quiescent = 1;
-    wake_subs(pp);
+    record_wake_subs(pp);
     maybe_finalize(pp);
   }
 }
@@ -528,22 +349,9 @@ int record_start(const record_spawn_t *o, record_t **out, dshd_err_t *err) {
   record_t *stale = *pid_slot(pp->pid);
   if (stale) remove_pp(stale);
 
-  for (int i = 1; i <= 2; i++) {
-    struct record_out *out_s = &pp->out[i];
-    out_s->pp = pp;
-    out_s->idx = i;
-    out_s->fd = (pp->pty && i == 2) ? -1 : dsh_proc_fd(pp->proc, i);
-    out_s->spill_fd = o->spill_cap[i] ? o->spill_fd[i] : -1;
-    out_s->spill_left = o->spill_cap[i];
-    if (out_s->fd < 0) spill_close(out_s); /* nothing will ever be read into it */
-    dshd_ring_init(&out_s->ring, ring_cap());
-    ev_io_init(&out_s->w, out_cb, out_s->fd < 0 ? 0 : out_s->fd, EV_READ);
-    out_s->w.data = pp;
-    if (out_s->fd >= 0) {
-      out_s->open = 1;
-      ev_io_start(ev, &out_s->w);
-    }
-  }
+  for (int i = 1; i <= 2; i++)
+    record_output_init(pp, i, (pp->pty && i == 2) ? -1 : dsh_proc_fd(pp->proc, i),
+                       o->spill_cap[i] ? o->spill_fd[i] : -1, o->spill_cap[i]);
   record_input_init(pp);
   ev_init(&pp->deadline_t, deadline_cb);
   pp->deadline_t.data = pp;
