@@ -149,8 +149,9 @@ static uint64_t discard_limit(dshd_req_t *r) {
 }
 
 enum MHD_Result dshd_dispatch_request(void *cls, struct MHD_Connection *c, const char *url,
-                                  const char *method, const char *version, const char *upload_data,
-                                  size_t *upload_data_size, void **con_cls) {
+                                      const char *method, const char *version,
+                                      const char *upload_data, size_t *upload_data_size,
+                                      void **con_cls) {
   dshd_req_t *r = *con_cls;
   if (!r) {
     r = calloc(1, sizeof *r);
@@ -191,7 +192,7 @@ enum MHD_Result dshd_dispatch_request(void *cls, struct MHD_Connection *c, const
 }
 
 void dshd_dispatch_completed(void *cls, struct MHD_Connection *c, void **con_cls,
-                         enum MHD_RequestTerminationCode toe) {
+                             enum MHD_RequestTerminationCode toe) {
   dshd_req_t *r = *con_cls;
   if (!r) return;
   *con_cls = NULL;

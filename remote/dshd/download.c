@@ -188,25 +188,28 @@ void dshd_download(dshd_req_t *r) {
   char path[PATH_MAX];
   dshd_err_t err = {0};
   if (dshd_resolve_path(&u, qpath ? qpath : "", 1, path, sizeof path, &err) != 0)
-    return dshd_files_error(r, 400, "error expanding and resolving path '%s': %s", qpath ? qpath : "",
-                      err.message);
+    return dshd_files_error(r, 400, "error expanding and resolving path '%s': %s",
+                            qpath ? qpath : "", err.message);
   struct stat st;
   if (stat(path, &st) != 0) {
     int e = errno;
-    if (e == ENOENT || e == ENOTDIR) return dshd_files_error(r, 404, "path '%s' does not exist", path);
+    if (e == ENOENT || e == ENOTDIR)
+      return dshd_files_error(r, 404, "path '%s' does not exist", path);
     return dshd_files_error(r, 500, "error checking if path exists '%s': stat %s: %s", path, path,
-                      dshd_strerror(e));
+                            dshd_strerror(e));
   }
   if (S_ISDIR(st.st_mode)) return dshd_files_error(r, 400, "path '%s' is a directory", path);
-  if (!S_ISREG(st.st_mode)) return dshd_files_error(r, 400, "path '%s' is not a regular file", path);
+  if (!S_ISREG(st.st_mode))
+    return dshd_files_error(r, 400, "path '%s' is not a regular file", path);
   if (identity_refused(dshd_req_header(r, MHD_HTTP_HEADER_ACCEPT_ENCODING)))
-    return dshd_files_error(r, 406,
-                      "error parsing Accept-Encoding: no acceptable encoding found, supported: "
-                      "[gzip]");
+    return dshd_files_error(
+        r, 406,
+        "error parsing Accept-Encoding: no acceptable encoding found, supported: "
+        "[gzip]");
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
   if (fd < 0)
     return dshd_files_error(r, 500, "error opening file '%s': open %s: %s", path, path,
-                      dshd_strerror(errno));
+                            dshd_strerror(errno));
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     close(fd);
     return dshd_files_error(r, 500, "error opening file '%s': not a regular file", path);
@@ -268,4 +271,3 @@ void dshd_download(dshd_req_t *r) {
   MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, "Accept-Encoding");
   dshd_req_answer(r, status, resp);
 }
-

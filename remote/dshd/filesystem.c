@@ -339,7 +339,8 @@ static int fs_remove(dshd_req_t *r, json_t *req, json_t **resp, dshd_err_t *err)
   return 0;
 }
 
-/* --- watch path checks (shared with watch_rpc.c) ----------------------------------------------------
+/* --- watch path checks (shared with watch_rpc.c)
+ * ----------------------------------------------------
  */
 
 int fs_check_watch_path(const char *path, int allow_network_mounts, dshd_err_t *err) {

@@ -220,4 +220,3 @@ json_t *fs_entry_info(const char *path, struct stat *lst_out, dshd_err_t *err) {
   if (md) json_object_set_new(o, "metadata", md);
   return o;
 }
-

@@ -90,4 +90,3 @@ void dshd_init_finish(dshd_req_t *r) {
   struct MHD_Response *resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
   dshd_req_answer(r, MHD_HTTP_NO_CONTENT, resp);
 }
-

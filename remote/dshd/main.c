@@ -2,7 +2,8 @@
  * access token (preferably from a file descriptor, so it never shows in
  * /proc/<pid>/cmdline; a token given in argv is wiped from argv at once),
  * starts the server and maps its end to the exit status: 0 after SIGTERM or
- * SIGINT, 3 after the idle timeout, 1 on a start-up failure, 2 on usage. */
+ * SIGINT, 3 after the idle timeout, 1 on a start-up failure, 2 on usage.
+ * Never prints the token, and never keeps it in argv. */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>

@@ -7,6 +7,8 @@
  *
  * Uses dshd.h only (users, paths, JSON helpers, stream API). Never blocks;
  * never answers an extension field or route in --envd-compat. */
+#include "process.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -17,9 +19,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "process.h"
-
-static int ext_on(void) { return !dshd_config()->envd_compat; }
+static int ext_on(void) {
+  return !dshd_config()->envd_compat;
+}
 
 /* --- request pieces --------------------------------------------------------------- */
 
@@ -34,8 +36,8 @@ static int parse_selector(json_t *req, uint32_t *pid, const char **tag, dshd_err
   const char *t;
   if (dshd_json_uint(sel, "pid", NULL, 0, &v, err) != 0) return -1;
   if (dshd_json_string(sel, "tag", NULL, &t, err) != 0) return -1;
-  if (v > UINT32_MAX) return dshd_errf(err, "invalid_argument", "pid %llu out of range",
-                                       (unsigned long long)v);
+  if (v > UINT32_MAX)
+    return dshd_errf(err, "invalid_argument", "pid %llu out of range", (unsigned long long)v);
   *pid = (uint32_t)v;
   if (dshd_json_field(sel, "tag", NULL)) *tag = t;
   return 0;
@@ -78,8 +80,10 @@ static int rpc_start(dshd_req_t *r, json_t *req, dshd_stream_t *s, dshd_err_t *e
   if (dshd_json_string(req, "tag", NULL, &tag, err) != 0) return -1;
   json_t *args = dshd_json_field(cfg, "args", NULL);
   json_t *envs = dshd_json_field(cfg, "envs", NULL);
-  if (args && !json_is_array(args)) return dshd_errf(err, "invalid_argument", "process.args: expected an array");
-  if (envs && !json_is_object(envs)) return dshd_errf(err, "invalid_argument", "process.envs: expected an object");
+  if (args && !json_is_array(args))
+    return dshd_errf(err, "invalid_argument", "process.args: expected an array");
+  if (envs && !json_is_object(envs))
+    return dshd_errf(err, "invalid_argument", "process.envs: expected an object");
   size_t nargs = args ? json_array_size(args) : 0;
   for (size_t i = 0; i < nargs; i++)
     if (!json_is_string(json_array_get(args, i)))
@@ -227,13 +231,15 @@ static int rpc_stream_input(dshd_req_t *r, json_t *msg, void **state, dshd_err_t
     if (st->started) return dshd_errf(err, "invalid_argument", "start event sent twice");
     const char *tag;
     if (parse_selector(start, &st->pid, &tag, err) != 0) return -1;
-    if (tag && !(st->tag = strdup(tag))) return dshd_errf(err, "resource_exhausted", "out of memory");
+    if (tag && !(st->tag = strdup(tag)))
+      return dshd_errf(err, "resource_exhausted", "out of memory");
     if (!record_find(st->pid, st->tag, 1)) return record_not_found(st->pid, st->tag, err);
     st->started = 1;
     return 0;
   }
   if (data) {
-    if (!st->started) return dshd_errf(err, "invalid_argument", "first message must be a start event");
+    if (!st->started)
+      return dshd_errf(err, "invalid_argument", "first message must be a start event");
     record_t *pp = record_find(st->pid, st->tag, 1);
     if (!pp) return record_not_found(st->pid, st->tag, err);
     json_t *input;
@@ -248,9 +254,9 @@ static int rpc_stream_input(dshd_req_t *r, json_t *msg, void **state, dshd_err_t
 static const dshd_enum_t g_signals_envd[] = {
     {"SIGNAL_UNSPECIFIED", 0}, {"SIGNAL_SIGTERM", SIGTERM}, {"SIGNAL_SIGKILL", SIGKILL}, {NULL, 0}};
 static const dshd_enum_t g_signals_ext[] = {
-    {"SIGNAL_UNSPECIFIED", 0},    {"SIGNAL_SIGHUP", SIGHUP},   {"SIGNAL_SIGINT", SIGINT},
-    {"SIGNAL_SIGQUIT", SIGQUIT},  {"SIGNAL_SIGKILL", SIGKILL}, {"SIGNAL_SIGTERM", SIGTERM},
-    {"SIGNAL_SIGCONT", SIGCONT},  {"SIGNAL_SIGTSTP", SIGTSTP}, {NULL, 0}};
+    {"SIGNAL_UNSPECIFIED", 0},   {"SIGNAL_SIGHUP", SIGHUP},   {"SIGNAL_SIGINT", SIGINT},
+    {"SIGNAL_SIGQUIT", SIGQUIT}, {"SIGNAL_SIGKILL", SIGKILL}, {"SIGNAL_SIGTERM", SIGTERM},
+    {"SIGNAL_SIGCONT", SIGCONT}, {"SIGNAL_SIGTSTP", SIGTSTP}, {NULL, 0}};
 
 static int rpc_send_signal(dshd_req_t *r, json_t *req, json_t **resp, dshd_err_t *err) {
   (void)r;
@@ -268,7 +274,8 @@ static int rpc_send_signal(dshd_req_t *r, json_t *req, json_t **resp, dshd_err_t
   const char *name = dshd_enum_name(names, sig);
   if (!name || sig == 0) {
     json_t *given = dshd_json_field(req, "signal", NULL);
-    if (ext && json_is_string(given) && sig == 0) name = json_string_value(given); /* unknown name */
+    if (ext && json_is_string(given) && sig == 0)
+      name = json_string_value(given); /* unknown name */
     if (name) return dshd_errf(err, "unimplemented", "invalid signal: %s", name);
     return dshd_errf(err, "unimplemented", "invalid signal: %d", (int)sig);
   }
@@ -290,14 +297,15 @@ static int rpc_update(dshd_req_t *r, json_t *req, json_t **resp, dshd_err_t *err
                  dshd_json_uint(size, "cols", NULL, 0, &cols, err) != 0))
       return -1;
     if (record_resize(pp, (uint32_t)(rows > UINT32_MAX ? UINT32_MAX : rows),
-                     (uint32_t)(cols > UINT32_MAX ? UINT32_MAX : cols), err) != 0)
+                      (uint32_t)(cols > UINT32_MAX ? UINT32_MAX : cols), err) != 0)
       return -1;
   }
   *resp = json_object();
   return 0;
 }
 
-/* --- quiescence (extension) -------------------------------------------------------------------- */
+/* --- quiescence (extension) --------------------------------------------------------------------
+ */
 
 static int rpc_group_status(dshd_req_t *r, json_t *req, json_t **resp, dshd_err_t *err) {
   (void)r;
@@ -316,7 +324,8 @@ static int rpc_watch_group(dshd_req_t *r, json_t *req, dshd_stream_t *s, dshd_er
   return subscriber_open_group(pp, s, err);
 }
 
-/* --- table, hooks ------------------------------------------------------------------------------- */
+/* --- table, hooks -------------------------------------------------------------------------------
+ */
 
 const dshd_route_t dshd_process_routes[] = {
     {"/process.Process/Start", NULL, rpc_start, NULL, 0},
@@ -332,4 +341,6 @@ const dshd_route_t dshd_process_routes[] = {
     {NULL, NULL, NULL, NULL, 0},
 };
 
-void dshd_process_shutdown(void) { record_shutdown_all(); }
+void dshd_process_shutdown(void) {
+  record_shutdown_all();
+}

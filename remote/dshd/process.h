@@ -1,10 +1,10 @@
 /* process.h: what the files of the process service share — process.c (the
  * RPC handlers and the route table), process_spawn.c (environment and spill
- * files for Start), process_record.c (the process records), process_input.c
- * (their input side), process_streams.c (the Start/Connect/WatchGroup
- * streams attached to them) and process_events.c (the JSON of stream
- * messages). The server core sees only dshd_process_routes and the hooks in
- * dshd.h.
+ * files for Start), process_record.c (the process records), process_output.c
+ * and process_input.c (their output and input sides), process_streams.c (the
+ * Start/Connect/WatchGroup streams attached to them) and process_events.c
+ * (the JSON of stream messages). The server core sees only
+ * dshd_process_routes and the hooks in dshd.h.
  *
  * A process record (record_t) owns one dsh_proc_t in manual_io mode: it reads
  * the output fds into replay rings (one per stream, replay.h), writes queued
@@ -60,7 +60,7 @@ struct record_out {
 struct record {
   record_t *next, *prev; /* the table, newest first */
   record_t *hnext;       /* the pid index's chain (pids are unique in the table) */
-  uint64_t id;          /* unique for the daemon's life */
+  uint64_t id;           /* unique for the daemon's life */
   int32_t pid;
   dsh_proc_t *proc; /* NULL once freed (ended and quiescent) */
   json_t *config;   /* ProcessConfig as sent, for List */
@@ -72,7 +72,7 @@ struct record {
   ev_io in_w; /* stdin pipe or pty master, while input is queued */
   int in_fd;  /* -1 when there is no (more) stdin */
   int in_close_req;
-  int in_err; /* errno of a failed write: input is refused from then on */
+  int in_err;   /* errno of a failed write: input is refused from then on */
   dsh_buf_t in; /* input the fd has not taken yet */
 
   int leader_exited, wait_status, quiescent;
@@ -128,7 +128,7 @@ int record_resize(record_t *pp, uint32_t rows, uint32_t cols, dshd_err_t *err);
 
 /* --- process_record.c, for process_output.c ------------------------------------ */
 
-size_t record_ring_cap(void);      /* --replay-bytes */
+size_t record_ring_cap(void);           /* --replay-bytes */
 void record_wake_subs(record_t *pp);    /* state changed: every subscriber */
 void record_wake_readers(record_t *pp); /* new output: event streams */
 void record_kick(record_t *pp);         /* deferred work, out of callbacks */
@@ -157,7 +157,8 @@ void record_input_drop(record_t *pp);
 int record_input(record_t *pp, int to_pty, const uint8_t *data, size_t n, dshd_err_t *err);
 int record_close_stdin(record_t *pp, dshd_err_t *err);
 
-/* --- process_record.c, for process_streams.c ----------------------------------------------------- */
+/* --- process_record.c, for process_streams.c -----------------------------------------------------
+ */
 
 /* Subscribers. attach/detach keep pp->subs; resume restarts paused reading
  * after a subscriber took bytes (or left). */
@@ -174,7 +175,7 @@ enum { SUB_EVENTS = 1, SUB_GROUP = 2 };
 
 struct subscriber {
   subscriber_t *next, *prev; /* pp->subs */
-  record_t *pp;         /* NULL once the record was dropped under it */
+  record_t *pp;              /* NULL once the record was dropped under it */
   dshd_stream_t *s;
   int kind;
   uint64_t off[3]; /* next stream offset to send, [1], [2] */
@@ -193,8 +194,8 @@ typedef struct subscriber_resume {
 
 /* Start (from_start: offsets 0, before the child ran) or Connect (resume
  * NULL/absent: from now on; else replay from the given offsets). */
-int subscriber_open_events(record_t *pp, dshd_stream_t *s, int from_start, const subscriber_resume_t *resume,
-                     dshd_err_t *err);
+int subscriber_open_events(record_t *pp, dshd_stream_t *s, int from_start,
+                           const subscriber_resume_t *resume, dshd_err_t *err);
 int subscriber_open_group(record_t *pp, dshd_stream_t *s, dshd_err_t *err);
 /* Something changed for the subscriber (new output, end, state). */
 void subscriber_wake(subscriber_t *sub);

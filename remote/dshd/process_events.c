@@ -35,7 +35,7 @@ size_t dshd_procev_data_max(size_t n) {
 }
 
 size_t dshd_procev_data(char *dst, int stream, const uint8_t *p, size_t n, uint64_t offset,
-                     int with_offset) {
+                        int with_offset) {
   static const char head[] = "{\"event\":{\"data\":{\"";
   const char *name = stream_name(stream);
   size_t at = 0, k = sizeof head - 1, nl = strlen(name);

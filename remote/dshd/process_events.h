@@ -18,7 +18,7 @@ size_t dshd_procev_data_max(size_t n);
 /* {"event":{"data":{"<stream>":"<base64>"[,"offset":N]}}}; with_offset adds the
  * replay extension field. dst holds dshd_procev_data_max(n) bytes; returns the length. */
 size_t dshd_procev_data(char *dst, int stream, const uint8_t *p, size_t n, uint64_t offset,
-                     int with_offset);
+                        int with_offset);
 
 /* One line of the start event's "replay" object (extension). */
 typedef struct dshd_procev_replay {

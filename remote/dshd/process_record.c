@@ -20,10 +20,10 @@
 #include <unistd.h>
 
 #include "dsh/errors.h"
-#include "process_events.h"
 #include "process.h"
+#include "process_events.h"
 
-static record_t *g_head, *g_tail; /* newest first */
+static record_t *g_head, *g_tail;         /* newest first */
 static ev_timer g_budget_t;               /* budget_cb, out of callbacks */
 static size_t g_ended_count, g_ended_mem; /* records that ended, and what they hold */
 
@@ -191,8 +191,8 @@ void record_check_end(record_t *pp) {
   struct ev_loop *ev = dshd_ev();
   pp->ended = 1;
   pp->ended_at = ev_now(ev);
-  pp->end_len =
-      dshd_procev_end(pp->end_json, sizeof pp->end_json, pp->wait_status, !dshd_config()->envd_compat);
+  pp->end_len = dshd_procev_end(pp->end_json, sizeof pp->end_json, pp->wait_status,
+                                !dshd_config()->envd_compat);
   ev_timer_stop(ev, &pp->deadline_t);
   record_input_drop(pp); /* queued input is moot now */
   pp->held = dshd_ring_memory(&pp->out[1].ring) + dshd_ring_memory(&pp->out[2].ring) +

@@ -17,7 +17,9 @@
 
 #include "process.h"
 
-static int ext_on(void) { return !dshd_config()->envd_compat; }
+static int ext_on(void) {
+  return !dshd_config()->envd_compat;
+}
 
 /* --- environment ------------------------------------------------------------------------- */
 
@@ -99,13 +101,11 @@ int process_scrub_parse(json_t *req, json_t **rules, dshd_err_t *err) {
 static int scrubbed(const char *kv, json_t *rules) {
   size_t nl = strcspn(kv, "="), i;
   json_t *a, *v;
-  if ((a = dshd_json_field(rules, "prefixes", NULL)))
-    json_array_foreach(a, i, v) {
+  if ((a = dshd_json_field(rules, "prefixes", NULL))) json_array_foreach(a, i, v) {
       size_t pl = strlen(json_string_value(v));
       if (pl <= nl && strncasecmp(kv, json_string_value(v), pl) == 0) return 1;
     }
-  if ((a = dshd_json_field(rules, "contains", NULL)))
-    json_array_foreach(a, i, v) {
+  if ((a = dshd_json_field(rules, "contains", NULL))) json_array_foreach(a, i, v) {
       size_t cl = strlen(json_string_value(v));
       for (size_t j = 0; cl <= nl && j <= nl - cl; j++)
         if (strncasecmp(kv + j, json_string_value(v), cl) == 0) return 1;
@@ -116,8 +116,10 @@ static int scrubbed(const char *kv, json_t *rules) {
 static void env_scrub(process_env_t *e, json_t *rules) {
   size_t w = 0;
   for (size_t i = 0; i < e->n; i++) {
-    if (scrubbed(e->v[i], rules)) free(e->v[i]);
-    else e->v[w++] = e->v[i];
+    if (scrubbed(e->v[i], rules))
+      free(e->v[i]);
+    else
+      e->v[w++] = e->v[i];
   }
   e->n = w;
   if (e->v) e->v[w] = NULL;
@@ -126,7 +128,7 @@ static void env_scrub(process_env_t *e, json_t *rules) {
 /* The ambient environment (daemon PATH, HOME/USER/LOGNAME, /init's envVars),
  * minus what the scrub rules drop, then the request's envs. */
 int process_env_build(process_env_t *e, const dshd_user_t *u, json_t *envs, json_t *scrub,
-                     dshd_err_t *err) {
+                      dshd_err_t *err) {
   const char *path = getenv("PATH");
   if ((path && env_set(e, "PATH", path)) || env_set(e, "HOME", u->home) ||
       env_set(e, "USER", u->name) || env_set(e, "LOGNAME", u->name))
@@ -175,8 +177,8 @@ void process_spills_close(record_spawn_t *o, process_spill_paths_t paths) {
 /* StartRequest.spill {"stdout":{"path":P,"maxBytes":N},"stderr":...}: each file
  * is created (0600, the process's user) and takes the stream's first N+1
  * bytes, so the host can tell a complete spill from a cut one. */
-int process_spills_open(json_t *req, const dshd_user_t *u, record_spawn_t *o, process_spill_paths_t paths,
-                       dshd_err_t *err) {
+int process_spills_open(json_t *req, const dshd_user_t *u, record_spawn_t *o,
+                        process_spill_paths_t paths, dshd_err_t *err) {
   static const char *const names[] = {NULL, "stdout", "stderr"};
   json_t *sp = NULL;
   if (!ext_on()) return 0;
@@ -210,4 +212,3 @@ int process_spills_open(json_t *req, const dshd_user_t *u, record_spawn_t *o, pr
   }
   return 0;
 }
-

@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "process_events.h"
 #include "process.h"
+#include "process_events.h"
 
 static int with_ext(void) {
   return !dshd_config()->envd_compat;
@@ -237,8 +237,8 @@ static subscriber_t *sub_new(record_t *pp, dshd_stream_t *s, int kind, dshd_err_
   return sub;
 }
 
-int subscriber_open_events(record_t *pp, dshd_stream_t *s, int from_start, const subscriber_resume_t *resume,
-                     dshd_err_t *err) {
+int subscriber_open_events(record_t *pp, dshd_stream_t *s, int from_start,
+                           const subscriber_resume_t *resume, dshd_err_t *err) {
   subscriber_t *sub = sub_new(pp, s, SUB_EVENTS, err);
   if (!sub) return -1;
   dshd_procev_replay_t replay[3];
@@ -262,7 +262,7 @@ int subscriber_open_events(record_t *pp, dshd_stream_t *s, int from_start, const
     sub->mark = mk->head > mk->tail ? mk->head - 1 : mk->head;
   }
   sub->start_len = dshd_procev_start(sub->start_json, sizeof sub->start_json, pp->pid,
-                                  replay[0].stream ? replay : NULL);
+                                     replay[0].stream ? replay : NULL);
   dshd_stream_attach(s, &events_ops, sub);
   dshd_stream_wake(s);
   return 0;

@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 #define MAX_LISTENERS 2
-#define SWEEP_MS 2000          /* how often open connections are checked for a vanished client */
+#define SWEEP_MS 2000 /* how often open connections are checked for a vanished client */
 
 /* Every open connection's socket, for the sweep (see sweep_cb). */
 typedef struct conn_track {
@@ -239,12 +239,13 @@ static int start_daemon(int fd) {
   if (g.nls >= MAX_LISTENERS) return -1;
   listener_t *l = &g.ls[g.nls];
   l->d = MHD_start_daemon(
-      MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL, dshd_dispatch_request, NULL,
-      MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, NULL, MHD_OPTION_LISTEN_SOCKET, fd,
-      MHD_OPTION_CONNECTION_MEMORY_LIMIT, g.conn_memory, MHD_OPTION_CONNECTION_MEMORY_INCREMENT,
-      (size_t)4096, MHD_OPTION_CONNECTION_LIMIT, (unsigned)4000, MHD_OPTION_CONNECTION_TIMEOUT,
-      (unsigned)640, MHD_OPTION_NOTIFY_COMPLETED, dshd_dispatch_completed, NULL, MHD_OPTION_NOTIFY_CONNECTION,
-      on_connection, NULL, MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1, MHD_OPTION_END);
+      MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+      dshd_dispatch_request, NULL, MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, NULL,
+      MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_MEMORY_LIMIT, g.conn_memory,
+      MHD_OPTION_CONNECTION_MEMORY_INCREMENT, (size_t)4096, MHD_OPTION_CONNECTION_LIMIT,
+      (unsigned)4000, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)640, MHD_OPTION_NOTIFY_COMPLETED,
+      dshd_dispatch_completed, NULL, MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
+      MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1, MHD_OPTION_END);
   if (!l->d) return -1;
   const union MHD_DaemonInfo *di = MHD_get_daemon_info(l->d, MHD_DAEMON_INFO_EPOLL_FD);
   if (!di) {
@@ -336,7 +337,8 @@ int dshd_server_start(const dshd_config_t *cfg, const dshd_server_opts_t *opts, 
     ev_timer_start(g.ev, &g.idle_timer);
   }
   dshd_log("listening on %s (dshd %s, user '%s'%s%s)", g.listen.address, DSHD_VERSION,
-           g.cfg.default_user, dshd_auth_has_token() ? ", access token required" : "", g.cfg.envd_compat ? ", envd-compat" : "");
+           g.cfg.default_user, dshd_auth_has_token() ? ", access token required" : "",
+           g.cfg.envd_compat ? ", envd-compat" : "");
   if (cfg->ready_file &&
       dshd_listen_ready_file(cfg->ready_file, g.listen.address, why, whylen) != 0)
     return -1;

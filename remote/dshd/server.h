@@ -69,7 +69,7 @@ struct dshd_req {
 /* --- listen.c --------------------------------------------------------------- */
 
 typedef struct dshd_listen {
-  int fds[2];               /* listening sockets; fds[1] is -1 or localhost's ::1 */
+  int fds[2];                  /* listening sockets; fds[1] is -1 or localhost's ::1 */
   char address[PATH_MAX + 16]; /* "127.0.0.1:43567", "[::1]:43567" or the socket path */
   char unix_path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* removed at exit; "" for TCP */
 } dshd_listen_t;

@@ -155,7 +155,8 @@ static int file_open(dshd_req_t *r, struct files_upload *up, const char *path) {
     if (rc == 0)
       chowned = 1;
     else if (rc != -ENOENT) {
-      dshd_files_error(r, 500, "error changing file ownership: chown %s: %s", path, dshd_strerror(-rc));
+      dshd_files_error(r, 500, "error changing file ownership: chown %s: %s", path,
+                       dshd_strerror(-rc));
       return -1;
     }
   }
@@ -173,7 +174,8 @@ static int file_open(dshd_req_t *r, struct files_upload *up, const char *path) {
   if (!chowned) {
     int rc = dshd_chown_fd(&up->u, up->fd);
     if (rc != 0) {
-      dshd_files_error(r, 500, "error changing file ownership: chown %s: %s", path, dshd_strerror(-rc));
+      dshd_files_error(r, 500, "error changing file ownership: chown %s: %s", path,
+                       dshd_strerror(-rc));
       up_close_file(up);
       return -1;
     }
@@ -192,7 +194,7 @@ static int file_write(dshd_req_t *r, struct files_upload *up, const void *data, 
       if (e == ENOSPC || e == EDQUOT) {
         if (up->content_length)
           dshd_files_error(r, 507, "attempted to write %llu bytes: not enough disk space available",
-                     (unsigned long long)up->content_length);
+                           (unsigned long long)up->content_length);
         else
           dshd_files_error(r, 507, "not enough disk space available");
       } else {
@@ -240,9 +242,10 @@ static void part_begin(void *ud, const dshd_mp_part_t *part) {
   const char *target = up->query_path;
   if (!target) {
     if (!part->has_filename)
-      return dshd_files_error(r, 400,
-                        "error getting multipart custom part file name: filename not found in "
-                        "Content-Disposition header");
+      return dshd_files_error(
+          r, 400,
+          "error getting multipart custom part file name: filename not found in "
+          "Content-Disposition header");
     target = part->filename;
   }
   char path[PATH_MAX];
@@ -253,10 +256,11 @@ static void part_begin(void *ud, const dshd_mp_part_t *part) {
   json_t *e;
   json_array_foreach(up->results, i, e) {
     if (strcmp(json_string_value(json_object_get(e, "path")), path) == 0)
-      return dshd_files_error(r, 400,
-                        "you cannot upload multiple files to the same path '%s' in one upload "
-                        "request, only the first specified file was uploaded",
-                        path);
+      return dshd_files_error(
+          r, 400,
+          "you cannot upload multiple files to the same path '%s' in one upload "
+          "request, only the first specified file was uploaded",
+          path);
   }
   file_open(r, up, path);
 }
@@ -311,9 +315,10 @@ static void inflate_feed(dshd_req_t *r, struct files_upload *up, const char *dat
     if (zr != Z_OK) {
       if (up->z.total_out == 0 && !got)
         dshd_files_error(r, 400, "error decompressing request body: gzip: %s",
-                   up->z.msg ? up->z.msg : "invalid header");
+                         up->z.msg ? up->z.msg : "invalid header");
       else
-        dshd_files_error(r, 500, "error writing file: gzip: %s", up->z.msg ? up->z.msg : "invalid data");
+        dshd_files_error(r, 500, "error writing file: gzip: %s",
+                         up->z.msg ? up->z.msg : "invalid data");
       return;
     }
   }
@@ -385,10 +390,11 @@ void dshd_upload_begin(dshd_req_t *r) {
     if (strcasecmp(e, "gzip") == 0)
       gzip = 1;
     else if (strcasecmp(e, "identity") != 0)
-      return dshd_files_error(r, 400,
-                        "error decompressing request body: unsupported Content-Encoding: %.60s, "
-                        "supported: [gzip]",
-                        ce);
+      return dshd_files_error(
+          r, 400,
+          "error decompressing request body: unsupported Content-Encoding: %.60s, "
+          "supported: [gzip]",
+          ce);
   }
   struct files_upload *up = calloc(1, sizeof *up);
   if (!up) return dshd_files_error(r, 500, "out of memory");
@@ -423,7 +429,8 @@ void dshd_upload_begin(dshd_req_t *r) {
   }
   if (strcmp(mt, "application/octet-stream") == 0) {
     up->mode = UP_RAW;
-    if (!qpath) return dshd_files_error(r, 400, "path query parameter is required for raw body upload");
+    if (!qpath)
+      return dshd_files_error(r, 400, "path query parameter is required for raw body upload");
     char path[PATH_MAX];
     dshd_err_t err = {0};
     if (dshd_resolve_path(&up->u, qpath, 1, path, sizeof path, &err) != 0)
@@ -436,9 +443,9 @@ void dshd_upload_begin(dshd_req_t *r) {
       return dshd_files_error(r, 500, "error parsing multipart form: %s", why);
   } else {
     return dshd_files_error(r, 400,
-                      "unsupported content type: %.100s, expected multipart/form-data or "
-                      "application/octet-stream",
-                      ct ? ct : "");
+                            "unsupported content type: %.100s, expected multipart/form-data or "
+                            "application/octet-stream",
+                            ct ? ct : "");
   }
   if (gzip) {
     up->gzip = 1;
@@ -463,8 +470,8 @@ void dshd_upload_finish(dshd_req_t *r) {
   if (!up || dshd_files_failed(r)) return;
   if (up->gzip && !up->z_end) {
     if (up->z.total_in == 0 && up->z.total_out == 0)
-      return dshd_files_error(r, 400,
-                        "error decompressing request body: failed to create gzip reader: EOF");
+      return dshd_files_error(
+          r, 400, "error decompressing request body: failed to create gzip reader: EOF");
     return dshd_files_error(r, 500, "error writing file: unexpected EOF");
   }
   if (up->mode == UP_RAW) {
@@ -484,4 +491,3 @@ void dshd_upload_finish(dshd_req_t *r) {
   up->results = NULL;
   dshd_req_answer(r, MHD_HTTP_OK, dshd_response_json(res));
 }
-

@@ -3,8 +3,8 @@
  *
  * Users are looked up by name with getpwnam_r and the answers cached until
  * /etc/passwd changes (its inode, size or mtime), so accounts added while dshd
- * runs are seen and a request does not re-read the file. Only root can act as another account; an unprivileged
- * dshd serves its own account and refuses others with permission_denied. */
+ * runs are seen and a request does not re-read the file. Only root can act as another account; an
+ * unprivileged dshd serves its own account and refuses others with permission_denied. */
 #include <errno.h>
 #include <limits.h>
 #include <pwd.h>

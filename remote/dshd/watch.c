@@ -9,6 +9,8 @@
  * directory moved away loses its watches. Uses filesystem.c's EntryInfo.
  * Never follows symlinks below the watched directory; never frees a watch
  * from inside its own callback. */
+#include "watch.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <ev.h>
@@ -22,7 +24,6 @@
 
 #include "fs.h"
 #include "server.h"
-#include "watch.h"
 
 #define WATCH_MASK                                                                    \
   (IN_CREATE | IN_MODIFY | IN_DELETE | IN_DELETE_SELF | IN_MOVED_FROM | IN_MOVED_TO | \
@@ -33,7 +34,6 @@ typedef struct wd_entry {
   char *path;
   struct wd_entry *next;
 } wd_entry_t;
-
 
 struct watch {
   int fd;
@@ -305,9 +305,8 @@ static void watch_io_cb(struct ev_loop *ev, ev_io *io, int revents) {
   if (w->dead) watch_free(w);
 }
 
-watch_t *watch_open(const char *root, int recursive, int include_entry,
-                           watch_event_fn on_event, watch_fail_fn on_fail, void *ud,
-                           dshd_err_t *err) {
+watch_t *watch_open(const char *root, int recursive, int include_entry, watch_event_fn on_event,
+                    watch_fail_fn on_fail, void *ud, dshd_err_t *err) {
   watch_t *w = calloc(1, sizeof *w);
   if (!w) {
     dshd_errf(err, "internal", "error creating watcher: out of memory");
@@ -350,4 +349,3 @@ watch_t *watch_open(const char *root, int recursive, int include_entry,
   ev_io_start(dshd_ev(), &w->io);
   return w;
 }
-
