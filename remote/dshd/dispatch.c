@@ -67,6 +67,7 @@ static int is(const char *m, const char *want) {
 
 static void begin(dshd_req_t *r) {
   const char *url = r->url, *m = r->method;
+  if (dshd_screen_request(r) != 0) return;
   if (strcmp(url, "/health") == 0) {
     r->kind = REQ_HEALTH;
     if (is(m, "GET") || is(m, "HEAD"))
@@ -159,10 +160,11 @@ enum MHD_Result dshd_dispatch_request(void *cls, struct MHD_Connection *c, const
     r->conn = c;
     r->url = url;
     r->method = method;
+    r->version = version;
     *con_cls = r;
     dshd_server_request_begun();
     begin(r);
-    if (r->answer && !small_body(r)) { /* don't wait for a large body: answer and close */
+    if (r->answer && (r->answer_now || !small_body(r))) { /* don't wait for a large body: answer and close */
       dshd_req_queue(r, r->answer_status, r->answer);
       r->answer = NULL;
     }

@@ -38,6 +38,7 @@ struct dshd_req {
   struct MHD_Connection *conn;
   const char *url;
   const char *method;
+  const char *version; /* "HTTP/1.1" */
   int kind;
   const dshd_route_t *route;
   /* An answer decided before the body was read: queued once the body has
@@ -45,6 +46,7 @@ struct dshd_req {
   struct MHD_Response *answer;
   unsigned answer_status;
   int answered;       /* a response was queued */
+  int answer_now;     /* queue the answer at once, never after the body (framing errors) */
   uint64_t discarded; /* body bytes dropped after an answer was decided */
   /* Connect */
   char *body; /* unary body */
@@ -117,6 +119,12 @@ enum MHD_Result dshd_dispatch_request(void *cls, struct MHD_Connection *c, const
                                       void **con_cls);
 void dshd_dispatch_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                              enum MHD_RequestTerminationCode toe);
+
+/* --- screen.c ------------------------------------------------------------------- */
+
+/* Before routing: 0, or the request was answered (refused, connection
+ * closed) and -1. */
+int dshd_screen_request(dshd_req_t *r);
 
 /* --- request.c ------------------------------------------------------------------ */
 
