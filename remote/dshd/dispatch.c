@@ -6,6 +6,7 @@
  *
  * Uses the route tables of the services and the request helpers. Never
  * parses a body itself; never answers a request twice. */
+#include <ev.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,10 +79,9 @@ static void begin(dshd_req_t *r) {
   }
   int files = strcmp(url, "/files") == 0;
   if (!files && !dshd_auth_header_ok(r)) {
-    dshd_req_answer(r, MHD_HTTP_UNAUTHORIZED,
-                    dshd_response_http_error(MHD_HTTP_UNAUTHORIZED,
-                                             "unauthorized access, please provide a valid access "
-                                             "token or method signing if supported"));
+    dshd_req_refuse_unauthenticated(
+        r, "unauthorized access, please provide a valid access token or method signing if "
+           "supported");
     return;
   }
   if (files) {
@@ -154,6 +154,7 @@ enum MHD_Result dshd_dispatch_request(void *cls, struct MHD_Connection *c, const
                                       const char *upload_data, size_t *upload_data_size,
                                       void **con_cls) {
   dshd_req_t *r = *con_cls;
+  dshd_conns_progress();
   if (!r) {
     r = calloc(1, sizeof *r);
     if (!r) return MHD_NO;
@@ -163,8 +164,10 @@ enum MHD_Result dshd_dispatch_request(void *cls, struct MHD_Connection *c, const
     r->version = version;
     *con_cls = r;
     dshd_server_request_begun();
+    dshd_conns_request_begun(r);
     begin(r);
-    if (r->answer && (r->answer_now || !small_body(r))) { /* don't wait for a large body: answer and close */
+    /* Don't wait for a large body (or one whose framing is refused): answer and close. */
+    if (r->answer && (r->answer_now || !small_body(r))) {
       dshd_req_queue(r, r->answer_status, r->answer);
       r->answer = NULL;
     }
@@ -173,6 +176,7 @@ enum MHD_Result dshd_dispatch_request(void *cls, struct MHD_Connection *c, const
   if (*upload_data_size) {
     size_t n = *upload_data_size;
     *upload_data_size = 0;
+    r->body_at = ev_now(dshd_ev());
     if (r->answered) return MHD_YES;
     if (r->answer) {
       r->discarded += n;
@@ -181,6 +185,7 @@ enum MHD_Result dshd_dispatch_request(void *cls, struct MHD_Connection *c, const
     feed(r, upload_data, n);
     return MHD_YES;
   }
+  r->body_done = 1;
   if (r->answered) return MHD_YES;
   if (!r->answer) finish(r);
   if (r->answer) {
@@ -196,8 +201,10 @@ enum MHD_Result dshd_dispatch_request(void *cls, struct MHD_Connection *c, const
 void dshd_dispatch_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                              enum MHD_RequestTerminationCode toe) {
   dshd_req_t *r = *con_cls;
+  dshd_conns_progress();
   if (!r) return;
   *con_cls = NULL;
+  dshd_conns_request_ended(r);
   int gone = toe != MHD_REQUEST_TERMINATED_COMPLETED_OK;
   switch (r->kind) {
     case REQ_UNARY:

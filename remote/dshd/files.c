@@ -45,7 +45,7 @@ int dshd_files_auth(dshd_req_t *r, const char *path, const char *op) {
   const char *hdr = dshd_req_header(r, "X-Access-Token");
   if (hdr && *hdr) {
     if (dshd_auth_header_ok(r)) return 0;
-    dshd_files_error(r, 401, "access token present in header but does not match");
+    dshd_req_refuse_unauthenticated(r, "access token present in header but does not match");
     return -1;
   }
   const char *why;
@@ -53,7 +53,7 @@ int dshd_files_auth(dshd_req_t *r, const char *path, const char *op) {
   if (dshd_auth_signature_ok(path ? path : "", op, user ? user : "", dshd_req_query(r, "signature"),
                              dshd_req_query(r, "signature_expiration"), &why) == 0)
     return 0;
-  dshd_files_error(r, 401, "%s", why);
+  dshd_req_refuse_unauthenticated(r, why);
   return -1;
 }
 

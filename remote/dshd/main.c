@@ -33,6 +33,9 @@ static void usage(FILE *f) {
       "  --max-rpc-body-bytes N   request body bound for RPCs (default 67108864)\n"
       "  --idle-timeout-ms N      exit with status 3 after N ms without requests or streams\n"
       "  --connection-memory-kib N  per-connection buffer pool of libmicrohttpd (default 128)\n"
+      "  --header-timeout-ms N    a new connection's request header must be complete within N ms\n"
+      "                           (default 5000; 0 = no limit)\n"
+      "  --keepalive-timeout-ms N close a kept-alive connection idle for N ms (default 30000)\n"
       "  -v, --verbose            log one line per request (never headers or tokens)\n"
       "  --version                print the version\n"
       "  -h, --help               this text\n",
@@ -88,7 +91,10 @@ int main(int argc, char **argv) {
       .replay_bytes = 1u << 20,
       .max_rpc_body_bytes = 64u << 20,
   };
-  dshd_server_opts_t opts = {.verbose = 0, .connection_memory_bytes = 128u << 10};
+  dshd_server_opts_t opts = {.verbose = 0,
+                             .connection_memory_bytes = 128u << 10,
+                             .header_timeout_ms = 5000,
+                             .keepalive_timeout_ms = 30000};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -156,6 +162,17 @@ int main(int argc, char **argv) {
         return 2;
       }
       opts.connection_memory_bytes = (size_t)kib << 10;
+    } else if (strcmp(a, "--header-timeout-ms") == 0 || strcmp(a, "--keepalive-timeout-ms") == 0) {
+      NEED_ARG;
+      uint64_t ms;
+      if (parse_u64(v, &ms) != 0 || ms > 86400000) {
+        fprintf(stderr, "dshd: %s: 0..86400000 expected: %s\n", a, v);
+        return 2;
+      }
+      if (a[2] == 'h')
+        opts.header_timeout_ms = (int64_t)ms;
+      else
+        opts.keepalive_timeout_ms = (int64_t)ms;
     } else if (strcmp(a, "--idle-timeout-ms") == 0) {
       NEED_ARG;
       uint64_t ms;

@@ -69,6 +69,13 @@ void dshd_req_queue(dshd_req_t *r, unsigned status, struct MHD_Response *resp) {
   if (dshd_verbose()) dshd_log("%s %s -> %u", r->method, r->url, status);
 }
 
+void dshd_req_refuse_unauthenticated(dshd_req_t *r, const char *message) {
+  struct MHD_Response *resp = dshd_response_http_error(MHD_HTTP_UNAUTHORIZED, "%s", message);
+  /* Nothing more is read from a client that has not proven it holds the token. */
+  if (resp) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+  dshd_req_answer(r, MHD_HTTP_UNAUTHORIZED, resp);
+}
+
 void dshd_req_answer(dshd_req_t *r, unsigned status, struct MHD_Response *resp) {
   if (r->answered || r->answer) {
     if (resp) MHD_destroy_response(resp);

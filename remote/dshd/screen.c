@@ -81,5 +81,6 @@ int dshd_screen_request(dshd_req_t *r) {
     refuse(r, 400, "400 Bad Request: conflicting Content-Length headers\n");
     return -1;
   }
+  r->chunked = f.te_chunked;
   return 0;
 }

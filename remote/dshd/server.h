@@ -33,6 +33,7 @@ enum dshd_req_kind {
 };
 
 struct files_upload; /* upload.c */
+struct conn;         /* conns.c */
 
 struct dshd_req {
   struct MHD_Connection *conn;
@@ -47,6 +48,11 @@ struct dshd_req {
   unsigned answer_status;
   int answered;       /* a response was queued */
   int answer_now;     /* queue the answer at once, never after the body (framing errors) */
+  /* conns.c's view */
+  struct conn *conn_track; /* the connection's record, while the request runs */
+  int chunked;             /* Transfer-Encoding: chunked */
+  int body_done;           /* the final access-handler call came */
+  double body_at;          /* the headers or the latest body bytes arrived (ev time) */
   uint64_t discarded; /* body bytes dropped after an answer was decided */
   /* Connect */
   char *body; /* unary body */
@@ -89,6 +95,8 @@ int dshd_listen_ready_file(const char *path, const char *address, char *why, siz
 typedef struct dshd_server_opts {
   int verbose;                    /* one log line per request */
   size_t connection_memory_bytes; /* libmicrohttpd's per-connection pool */
+  int64_t header_timeout_ms;      /* a new connection's first request header; 0 = none */
+  int64_t keepalive_timeout_ms;   /* an idle kept-alive connection's next header; 0 = none */
 } dshd_server_opts_t;
 int dshd_server_start(const dshd_config_t *cfg, const dshd_server_opts_t *opts, char *why,
                       size_t whylen);
@@ -100,6 +108,8 @@ int dshd_server_set_workdir(const char *dir);
 void dshd_server_set_envs(json_t *envs); /* takes envs */
 void dshd_server_user_changed(void);
 
+/* Hands free heap pages back while no stream is open. */
+void dshd_server_trim_heap(void);
 /* dispatch.c counts requests in flight (the idle timer waits for them). */
 void dshd_server_request_begun(void);
 void dshd_server_request_ended(void);
@@ -109,6 +119,26 @@ void dshd_server_kick(void);
 int dshd_server_in_mhd(void);
 void dshd_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int dshd_verbose(void);
+
+/* --- conns.c ---------------------------------------------------------------------- */
+
+/* Accepts on fds (-1 entries skipped) into d and polices the connections. */
+int dshd_conns_start(struct MHD_Daemon *d, const int *fds, int nfds,
+                     const dshd_server_opts_t *opts);
+void dshd_conns_stop_accepting(void);
+void dshd_conns_stop(void); /* also closes the listening sockets */
+/* libmicrohttpd's connection notice. */
+void dshd_conns_notify(void *cls, struct MHD_Connection *c, void **socket_context,
+                       enum MHD_ConnectionNotificationCode code);
+/* A request's headers are in (begun) / its answer is done (ended). */
+void dshd_conns_request_begun(dshd_req_t *r);
+void dshd_conns_request_ended(dshd_req_t *r);
+/* Something was done for a client (a callback from libmicrohttpd). */
+void dshd_conns_progress(void);
+/* After each round of MHD_run(): busy = libmicrohttpd has work now. */
+void dshd_conns_after_run(int busy);
+size_t dshd_conns_count(void);
+size_t dshd_conns_max(void);
 
 /* --- dispatch.c ---------------------------------------------------------------- */
 
@@ -138,6 +168,8 @@ struct MHD_Response *dshd_response_http_error(unsigned status, const char *fmt, 
 /* Remember the answer: queued at the end of the body (dispatch.c), or at
  * once when the body may be large; a second answer is dropped. Takes resp. */
 void dshd_req_answer(dshd_req_t *r, unsigned status, struct MHD_Response *resp);
+/* 401 with envd's error body; the connection is closed after it. */
+void dshd_req_refuse_unauthenticated(dshd_req_t *r, const char *message);
 /* Queue resp on the connection now (dispatch.c). Takes resp. */
 void dshd_req_queue(dshd_req_t *r, unsigned status, struct MHD_Response *resp);
 

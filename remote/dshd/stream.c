@@ -170,6 +170,7 @@ static void hup_cb(struct ev_loop *ev, ev_io *w, int revents) {
 
 static ssize_t stream_reader(void *cls, uint64_t pos, char *out, size_t max) {
   dshd_stream_t *s = cls;
+  dshd_conns_progress();
   if (s->gone) return READER_GONE;
   if (s->off == s->len) {
     s->off = s->len = 0;

@@ -117,10 +117,10 @@ describe("dshd and ambiguous HTTP framing", function()
         .. T .. "\r\n" .. octets .. "Transfer-Encoding: chunked\r\n\r\n" .. ("0"):rep(200 * 1024))
       -- no answer can be sent in the middle of a body: the connection is closed
       assert.equal("", out)
-      assert.is_true(elapsed < 7000, "the connection stayed open for " .. elapsed .. " ms")
+      assert.is_true(elapsed < 3000, "the connection stayed open for " .. elapsed .. " ms")
+      -- dshd notices within a fraction of a second that it spins on it
       local spent = cpu_s(dshd_pid) - c0
-      -- spinning, this window costs a whole CPU-second per second
-      assert.is_true(spent < elapsed / 2000, string.format("dshd used %.2f CPU-s in %d ms", spent, elapsed))
+      assert.is_true(spent < 1, string.format("dshd used %.2f CPU-s in %d ms", spent, elapsed))
       still_serving()
       -- and the same cost afterwards: nothing keeps spinning
       local c1 = cpu_s(dshd_pid)
