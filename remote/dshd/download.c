@@ -1,10 +1,11 @@
-/* download.c: GET and HEAD /files (protocol §4.2) — a file served from its
- * descriptor (libmicrohttpd sends it with sendfile; single byte ranges and
- * If-Modified-Since as Go's ServeContent does), never read into memory;
- * Content-Type from the extension or sniffed (text vs. binary).
+/* download.c: GET and HEAD /files (protocol §4.2) — a file read from its
+ * descriptor into libmicrohttpd's write buffer as the client takes it
+ * (single byte ranges and If-Modified-Since as Go's ServeContent does),
+ * never read into memory whole; Content-Type from the extension or sniffed
+ * (text vs. binary). A file that ends early ends the connection.
  *
  * Uses files.c's checks and answers. Never serves anything but a regular
- * file. */
+ * file; never waits in open() (O_NONBLOCK). */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -177,6 +178,33 @@ static int parse_range(const char *h, uint64_t size, uint64_t *off, uint64_t *le
   return 1;
 }
 
+/* The body is read by us, not sent with sendfile(): a file that ends before
+ * the Content-Length it was served with (truncated meanwhile, or a sysfs
+ * file whose size is a page) then ends the response and the connection,
+ * where libmicrohttpd 0.9.75's sendfile path would wait forever. */
+#define READ_BLOCK (64u << 10)
+
+struct file_body {
+  int fd;
+  uint64_t off;
+};
+
+static ssize_t file_read(void *cls, uint64_t pos, char *buf, size_t max) {
+  struct file_body *fb = cls;
+  for (;;) {
+    ssize_t n = pread(fb->fd, buf, max, (off_t)(fb->off + pos));
+    if (n > 0) return n;
+    if (n < 0 && errno == EINTR) continue;
+    return MHD_CONTENT_READER_END_WITH_ERROR; /* ended early, or failed */
+  }
+}
+
+static void file_free(void *cls) {
+  struct file_body *fb = cls;
+  close(fb->fd);
+  free(fb);
+}
+
 void dshd_download(dshd_req_t *r) {
   int bad = 0;
   const char *qpath = dshd_files_query(r, "path", &bad);
@@ -206,7 +234,8 @@ void dshd_download(dshd_req_t *r) {
         r, 406,
         "error parsing Accept-Encoding: no acceptable encoding found, supported: "
         "[gzip]");
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+  /* O_NONBLOCK: whatever replaced the file since stat(), open() returns at once. */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
   if (fd < 0)
     return dshd_files_error(r, 500, "error opening file '%s': open %s: %s", path, path,
                             dshd_strerror(errno));
@@ -251,8 +280,11 @@ void dshd_download(dshd_req_t *r) {
     close(fd);
     resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
   } else {
-    resp = MHD_create_response_from_fd_at_offset64(len, fd, off);
+    struct file_body *fb = malloc(sizeof *fb);
+    if (fb) *fb = (struct file_body){.fd = fd, .off = off};
+    resp = fb ? MHD_create_response_from_callback(len, READ_BLOCK, file_read, fb, file_free) : NULL;
     if (!resp) {
+      free(fb);
       close(fd);
       return dshd_files_error(r, 500, "error serving '%s': out of memory", path);
     }

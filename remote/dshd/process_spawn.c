@@ -199,9 +199,19 @@ int process_spills_open(json_t *req, const dshd_user_t *u, record_spawn_t *o,
       return dshd_errf(err, "invalid_argument", "spill.%s.maxBytes out of range", names[i]);
     if (dshd_resolve_path(u, path, 0, full, PATH_MAX, err) != 0) return -1;
     if (private_parents(u, full, err) != 0) return -1;
-    int fd = open(full, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    /* O_NONBLOCK: a FIFO there must not make open() wait for a reader. */
+    struct stat st;
+    if (lstat(full, &st) == 0 && !S_ISREG(st.st_mode))
+      return dshd_errf(err, "invalid_argument", "spill: %s is not a regular file", full);
+    int fd = open(full, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
+    if (fd < 0 && (errno == ENXIO || errno == ELOOP))
+      return dshd_errf(err, "invalid_argument", "spill: %s is not a regular file", full);
     if (fd < 0)
       return dshd_errf(err, "internal", "spill: cannot create %s: %s", full, strerror(errno));
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      close(fd);
+      return dshd_errf(err, "invalid_argument", "spill: %s is not a regular file", full);
+    }
     if (geteuid() == 0 && fchown(fd, u->uid, u->gid) != 0) {
       close(fd);
       unlink(full);

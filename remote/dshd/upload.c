@@ -144,6 +144,10 @@ static int file_open(dshd_req_t *r, struct files_upload *up, const char *path) {
       dshd_files_error(r, 400, "path is a directory: %s", path);
       return -1;
     }
+    if (!S_ISREG(st.st_mode)) { /* a FIFO would block open(); a device is not a file to fill */
+      dshd_files_error(r, 400, "path '%s' is not a regular file", path);
+      return -1;
+    }
     exists = 1;
   } else if (errno != ENOENT) {
     dshd_files_error(r, 500, "error getting file info: stat %s: %s", path, dshd_strerror(errno));
@@ -160,15 +164,24 @@ static int file_open(dshd_req_t *r, struct files_upload *up, const char *path) {
       return -1;
     }
   }
-  up->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, 0666);
+  /* O_NONBLOCK: whatever replaced the file since stat(), open() returns at once. */
+  up->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY | O_NONBLOCK, 0666);
   if (up->fd < 0) {
     int e = errno;
     if (e == ENOSPC)
       dshd_files_error(r, 507, "not enough inodes available: open %s: %s", path, dshd_strerror(e));
     else if (e == EISDIR)
       dshd_files_error(r, 400, "path is a directory: %s", path);
+    else if (e == ENXIO)
+      dshd_files_error(r, 400, "path '%s' is not a regular file", path);
     else
       dshd_files_error(r, 500, "error opening file: open %s: %s", path, dshd_strerror(e));
+    return -1;
+  }
+  if (fstat(up->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(up->fd);
+    up->fd = -1;
+    dshd_files_error(r, 400, "path '%s' is not a regular file", path);
     return -1;
   }
   if (!chowned) {

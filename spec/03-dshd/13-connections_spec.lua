@@ -65,16 +65,21 @@ local function limited_dshd(nofile, token)
   return d
 end
 
---- Plain blocking TCP client sockets (IPv4), for opening many connections at
--- once without a process each.
-ffi.cdef [[
-struct dshd_spec_sockaddr_in { uint16_t family; uint16_t port; uint32_t addr; uint8_t zero[8]; };
-int socket(int domain, int type, int protocol);
-int connect(int fd, const struct dshd_spec_sockaddr_in *a, uint32_t len);
-long send(int fd, const void *buf, size_t n, int flags);
-int close(int fd);
-int inet_pton(int af, const char *src, void *dst);
-]]
+-- Plain TCP client sockets (IPv4) through the FFI; spec files of this folder
+-- that need them declare the same block once per busted run.
+if not pcall(ffi.typeof, "struct dshd_spec_sockaddr_in") then
+  ffi.cdef [[
+  struct dshd_spec_sockaddr_in { uint16_t family; uint16_t port; uint32_t addr; uint8_t zero[8]; };
+  struct dshd_spec_pollfd { int fd; short events; short revents; };
+  int socket(int domain, int type, int protocol);
+  int connect(int fd, const struct dshd_spec_sockaddr_in *a, uint32_t len);
+  long send(int fd, const void *buf, size_t n, int flags);
+  long recv(int fd, void *buf, size_t n, int flags);
+  int poll(struct dshd_spec_pollfd *fds, unsigned long n, int timeout);
+  int close(int fd);
+  int inet_pton(int af, const char *src, void *dst);
+  ]]
+end
 local function tcp_open(addr, bytes)
   local host, port = addr:match("^(.*):(%d+)$")
   local sa = ffi.new("struct dshd_spec_sockaddr_in")
