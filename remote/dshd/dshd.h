@@ -59,6 +59,8 @@ void dshd_activity(void); /* resets the idle timer */
  * envs). A JSON object of strings, borrowed, never NULL; valid until the
  * next /init. */
 json_t *dshd_env_vars(void);
+/* An environment variable name /init and Start accept: non-empty, no '='. */
+int dshd_env_name_valid(const char *name);
 
 /* --- errors --------------------------------------------------------------- */
 

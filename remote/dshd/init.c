@@ -1,10 +1,12 @@
 /* init.c: POST /init (protocol §1.2), envd's orchestrator call — a JSON
  * body (at most 1 MiB) whose envVars are merged into the environment of
- * every later process, defaultUser and defaultWorkdir change the defaults;
- * then the process service's hook sees the whole body.
+ * every later process (names checked as Start checks them), defaultUser and
+ * defaultWorkdir change the defaults; then the process service's hook sees
+ * the whole body.
  *
- * Uses files.c's answers and the server's setters. Never keeps the body
- * past the request. */
+ * Uses files.c's answers and the server's setters. Never applies part of a
+ * request it refuses; never keeps the body past the request. */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,6 +35,11 @@ void dshd_init_body(dshd_req_t *r, const char *data, size_t n) {
   r->body_len += n;
 }
 
+int dshd_env_name_valid(const char *name) {
+  return name && *name && !strchr(name, '=');
+}
+
+/* Everything is checked before anything is applied. */
 void dshd_init_finish(dshd_req_t *r) {
   json_t *o = NULL;
   if (r->body_len) {
@@ -44,41 +51,45 @@ void dshd_init_finish(dshd_req_t *r) {
     }
   }
   json_t *envs = o ? json_object_get(o, "envVars") : NULL;
-  if (envs && !json_is_null(envs)) {
-    if (!json_is_object(envs)) {
+  if (json_is_null(envs)) envs = NULL;
+  if (envs && !json_is_object(envs)) {
+    json_decref(o);
+    return dshd_files_error(r, 400, "envVars: expected an object of strings");
+  }
+  const char *k;
+  json_t *v;
+  json_object_foreach(envs, k, v) {
+    if (!json_is_string(v)) {
       json_decref(o);
-      return dshd_files_error(r, 400, "envVars: expected an object of strings");
+      return dshd_files_error(r, 400, "envVars.%.200s: expected a string", k);
     }
-    const char *k;
-    json_t *v;
-    json_object_foreach(envs, k, v) {
-      if (!json_is_string(v)) {
-        json_decref(o);
-        return dshd_files_error(r, 400, "envVars.%s: expected a string", k);
-      }
+    if (!dshd_env_name_valid(k)) { /* what Start refuses would break every later Start */
+      json_decref(o);
+      return dshd_files_error(r, 400, "envVars: invalid variable name '%.200s'", k);
     }
+  }
+  json_t *du = o ? json_object_get(o, "defaultUser") : NULL;
+  const char *user = json_is_string(du) && *json_string_value(du) ? json_string_value(du) : NULL;
+  dshd_user_t u;
+  dshd_err_t err = {0};
+  if (user && dshd_user_lookup(user, &u, &err) != 0) {
+    json_decref(o);
+    return dshd_files_error(r, 400, "defaultUser: %s", err.message);
+  }
+  json_t *dw = o ? json_object_get(o, "defaultWorkdir") : NULL;
+  const char *workdir = json_is_string(dw) && *json_string_value(dw) ? json_string_value(dw) : NULL;
+  if (workdir && strlen(workdir) >= PATH_MAX) {
+    json_decref(o);
+    return dshd_files_error(r, 400, "defaultWorkdir: path too long");
+  }
+  if (envs) {
     json_t *merged = json_deep_copy(dshd_env_vars());
     json_object_update(merged, envs);
     dshd_server_set_envs(merged);
   }
-  json_t *du = o ? json_object_get(o, "defaultUser") : NULL;
-  if (json_is_string(du) && *json_string_value(du)) {
-    dshd_err_t err = {0};
-    if (dshd_set_default_user(json_string_value(du), &err) != 0) {
-      json_decref(o);
-      return dshd_files_error(r, 400, "defaultUser: %s", err.message);
-    }
-    dshd_server_user_changed();
-  }
-  json_t *dw = o ? json_object_get(o, "defaultWorkdir") : NULL;
-  if (json_is_string(dw) && *json_string_value(dw)) {
-    if (dshd_server_set_workdir(json_string_value(dw)) != 0) {
-      json_decref(o);
-      return dshd_files_error(r, 400, "defaultWorkdir: path too long");
-    }
-  }
+  if (user && dshd_set_default_user(user, &err) == 0) dshd_server_user_changed();
+  if (workdir) dshd_server_set_workdir(workdir);
   if (dshd_process_init) {
-    dshd_err_t err = {0};
     if (!o) o = json_object();
     if (dshd_process_init(o, &err) != 0) {
       json_decref(o);

@@ -63,7 +63,7 @@ static int env_add_object(process_env_t *e, json_t *obj, const char *what, dshd_
   json_object_foreach(obj, k, v) {
     if (!json_is_string(v))
       return dshd_errf(err, "invalid_argument", "%s: value of '%s' is not a string", what, k);
-    if (!*k || strchr(k, '='))
+    if (!dshd_env_name_valid(k))
       return dshd_errf(err, "invalid_argument", "%s: invalid variable name '%s'", what, k);
     if (env_set(e, k, json_string_value(v)) != 0)
       return dshd_errf(err, "resource_exhausted", "out of memory");
