@@ -99,6 +99,14 @@ static int unix_socket(const char *path, char *why, size_t whylen) {
   return fd;
 }
 
+static int is_loopback(int family, const char *host) {
+  unsigned char a[16];
+  if (inet_pton(family, host, a) != 1) return 0;
+  if (family == AF_INET) return a[0] == 127;
+  static const unsigned char one[16] = {[15] = 1};
+  return memcmp(a, one, 16) == 0;
+}
+
 int dshd_listen_open(const char *spec, dshd_listen_t *out, char *why, size_t whylen) {
   memset(out, 0, sizeof *out);
   out->fds[0] = out->fds[1] = -1;
@@ -106,6 +114,7 @@ int dshd_listen_open(const char *spec, dshd_listen_t *out, char *why, size_t why
     int fd = unix_socket(spec, why, whylen);
     if (fd < 0) return -1;
     out->fds[0] = fd;
+    out->loopback = 1;
     snprintf(out->unix_path, sizeof out->unix_path, "%s", spec);
     snprintf(out->address, sizeof out->address, "%s", spec);
     return 0;
@@ -139,6 +148,7 @@ int dshd_listen_open(const char *spec, dshd_listen_t *out, char *why, size_t why
     char why6[256];
     unsigned b6;
     out->fds[0] = fd4;
+    out->loopback = 1;
     out->fds[1] = tcp_socket(AF_INET6, "::1", bound, &b6, why6, sizeof why6); /* optional */
     snprintf(out->address, sizeof out->address, "127.0.0.1:%u", bound);
     return 0;
@@ -156,6 +166,7 @@ int dshd_listen_open(const char *spec, dshd_listen_t *out, char *why, size_t why
   int fd = tcp_socket(v6 ? AF_INET6 : AF_INET, host, (unsigned)port, &bound, why, whylen);
   if (fd < 0) return -1;
   out->fds[0] = fd;
+  out->loopback = is_loopback(v6 ? AF_INET6 : AF_INET, host);
   if (v6)
     snprintf(out->address, sizeof out->address, "[%s]:%u", host, bound);
   else

@@ -14,6 +14,8 @@
 
 #include "server.h"
 
+#define MAX_ORIGINS 16
+
 static void usage(FILE *f) {
   fputs(
       "usage: dshd [options]\n"
@@ -28,6 +30,10 @@ static void usage(FILE *f) {
       "  --access-token TOKEN     the access token (visible to other local users until wiped)\n"
       "  --user NAME              default user (default: 'user' if it exists, else our own)\n"
       "  --workdir PATH           default working directory for empty paths (default: home)\n"
+      "  --allow-tokenless-network  listen beyond loopback without an access token (anyone\n"
+      "                           who reaches it can run commands)\n"
+      "  --allow-origin ORIGIN    without a token, accept requests carrying this Origin\n"
+      "                           (browsers send one; others are refused; repeatable)\n"
       "  --envd-compat            behave exactly like stock envd: no dshd extensions\n"
       "  --replay-bytes N         output kept per process for replay (default 1048576)\n"
       "  --max-rpc-body-bytes N   request body bound for RPCs (default 67108864)\n"
@@ -95,6 +101,8 @@ int main(int argc, char **argv) {
                              .connection_memory_bytes = 128u << 10,
                              .header_timeout_ms = 5000,
                              .keepalive_timeout_ms = 30000};
+  const char *origins[MAX_ORIGINS];
+  int norigins = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -114,6 +122,15 @@ int main(int argc, char **argv) {
       return 0;
     } else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
       opts.verbose = 1;
+    } else if (strcmp(a, "--allow-tokenless-network") == 0) {
+      opts.allow_tokenless_network = 1;
+    } else if (strcmp(a, "--allow-origin") == 0) {
+      NEED_ARG;
+      if (norigins == MAX_ORIGINS) {
+        fprintf(stderr, "dshd: --allow-origin: at most %d\n", MAX_ORIGINS);
+        return 2;
+      }
+      origins[norigins++] = v;
     } else if (strcmp(a, "--envd-compat") == 0) {
       cfg.envd_compat = 1;
     } else if (strcmp(a, "--listen") == 0) {
@@ -191,6 +208,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "dshd: the access token is empty\n");
     return 2;
   }
+  opts.allowed_origins = origins;
+  opts.n_allowed_origins = norigins;
   raise_nofile();
   char why[512] = "";
   if (dshd_server_start(&cfg, &opts, why, sizeof why) != 0) {

@@ -232,6 +232,19 @@ int dshd_server_start(const dshd_config_t *cfg, const dshd_server_opts_t *opts, 
   g.cfg.default_user = dshd_default_user();
   ev_init(&g.mhd_timer, mhd_timer_cb);
   if (dshd_listen_open(cfg->listen, &g.listen, why, whylen) != 0) return -1;
+  if (!g.listen.loopback && !cfg->access_token && !opts->allow_tokenless_network) {
+    for (int i = 0; i < 2; i++)
+      if (g.listen.fds[i] >= 0) close(g.listen.fds[i]);
+    if (g.listen.unix_path[0]) unlink(g.listen.unix_path);
+    snprintf(why, whylen,
+             "refusing to listen on %s without an access token (anyone who reaches it could run "
+             "commands); give one with --access-token-fd, or pass --allow-tokenless-network",
+             cfg->listen);
+    return -1;
+  }
+  if (!g.listen.loopback && !cfg->access_token)
+    dshd_log("WARNING: no access token: anyone who can reach %s can run commands", g.listen.address);
+  dshd_screen_init(opts);
   if (start_daemon(opts) != 0) {
     for (int i = 0; i < 2; i++)
       if (g.listen.fds[i] >= 0) close(g.listen.fds[i]);

@@ -80,6 +80,7 @@ typedef struct dshd_listen {
   int fds[2];                  /* listening sockets; fds[1] is -1 or localhost's ::1 */
   char address[PATH_MAX + 16]; /* "127.0.0.1:43567", "[::1]:43567" or the socket path */
   char unix_path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* removed at exit; "" for TCP */
+  int loopback; /* only this machine can connect: 127.0.0.0/8, ::1, localhost, a unix socket */
 } dshd_listen_t;
 
 /* Opens the sockets --listen names (see docs/dshd.md); why on failure. */
@@ -97,6 +98,9 @@ typedef struct dshd_server_opts {
   size_t connection_memory_bytes; /* libmicrohttpd's per-connection pool */
   int64_t header_timeout_ms;      /* a new connection's first request header; 0 = none */
   int64_t keepalive_timeout_ms;   /* an idle kept-alive connection's next header; 0 = none */
+  int allow_tokenless_network;    /* listen beyond loopback without a token */
+  const char *const *allowed_origins; /* Origin values accepted without a token */
+  int n_allowed_origins;
 } dshd_server_opts_t;
 int dshd_server_start(const dshd_config_t *cfg, const dshd_server_opts_t *opts, char *why,
                       size_t whylen);
@@ -155,6 +159,8 @@ void dshd_dispatch_completed(void *cls, struct MHD_Connection *c, void **con_cls
 /* Before routing: 0, or the request was answered (refused, connection
  * closed) and -1. */
 int dshd_screen_request(dshd_req_t *r);
+/* The Origin values accepted from requests without a token (kept, not copied). */
+void dshd_screen_init(const dshd_server_opts_t *opts);
 
 /* --- request.c ------------------------------------------------------------------ */
 
