@@ -201,6 +201,11 @@ typedef struct dshd_stream_ops {
   /* The stream is finished (end sent and flushed) or the client went away.
    * The source must detach and may free ud; s is invalid afterwards. */
   void (*closed)(void *ud, dshd_stream_t *s, int client_gone);
+  /* Optional: the client sent its end of file. It may only have half-closed
+   * its socket (and still read) or be gone; append something harmless to
+   * send now (a keepalive) so that a gone client shows by the write failing.
+   * Without it, an end of file counts as the client going away. */
+  void (*probe)(void *ud, dshd_stream_t *s);
 } dshd_stream_ops_t;
 
 void dshd_stream_attach(dshd_stream_t *s, const dshd_stream_ops_t *ops, void *ud);

@@ -34,6 +34,7 @@
 #define PROCESS_PULL_BUDGET (1u << 20)       /* raw bytes a pull appends at most */
 #define PROCESS_STDIN_MAX (8u << 20)         /* queued input per process */
 #define PROCESS_PIPE_SIZE (1 << 20)          /* F_SETPIPE_SZ of output pipes */
+#define PROCESS_LAG_MS 1000                 /* a subscriber holding reading back this long ... */
 #define PROCESS_MARKS_MAX 1024               /* stdout/stderr interleaving marks kept */
 #define PROCESS_LINGER_MS 60000              /* an ended, quiescent record stays this long */
 #define PROCESS_LINGER_MAX 1024              /* most lingering records */
@@ -87,6 +88,7 @@ struct record {
   ev_timer deadline_t; /* Start's Connect-Timeout-Ms: SIGKILL */
   ev_timer linger_t;
   ev_timer kick_t; /* deferred work (drain reads, proc free) out of callbacks */
+  ev_timer lag_t;  /* reading paused for a subscriber: does it starve another? */
   subscriber_t *subs;
 };
 
@@ -145,6 +147,8 @@ void record_output_release(record_t *pp, int i);
  * stop (a grandchild may keep them open); drain_reads does the reading. */
 void record_output_drain(record_t *pp);
 void record_output_drain_reads(record_t *pp);
+/* Sets up the record's lag check (see process_output.c). */
+void record_output_lag_init(record_t *pp);
 
 /* --- process_input.c ---------------------------------------------------------------- */
 
@@ -181,6 +185,7 @@ struct subscriber {
   uint64_t off[3]; /* next stream offset to send, [1], [2] */
   uint64_t mark;   /* cursor in pp->marks */
   int start_sent, finished, deadline_hit, keepalive_due;
+  int lagging; /* stopped taking output while another subscriber waited: holds nothing back */
   int sent_any, sent_le, sent_q; /* WatchGroup: last state sent */
   char start_json[512];
   size_t start_len;

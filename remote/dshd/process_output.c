@@ -87,6 +87,44 @@ static int can_read(record_t *pp, struct record_out *o, size_t *want) {
 static void out_pause(record_t *pp, struct record_out *o) {
   o->paused = 1;
   ev_io_stop(dshd_ev(), &o->w);
+  if (!ev_is_active(&pp->lag_t)) {
+    ev_timer_set(&pp->lag_t, dsh_ms_to_ev(PROCESS_LAG_MS), 0.);
+    ev_timer_start(dshd_ev(), &pp->lag_t);
+  }
+}
+
+/* Reading has been paused for PROCESS_LAG_MS. Back-pressure keeps a slow
+ * client from losing bytes, but a client that stopped reading must not
+ * starve another one that takes everything it gets: if some subscriber has
+ * caught up and waits, the ones holding reading back start lagging (they
+ * hold nothing back from now on, and skip what the ring no longer has,
+ * which their offsets show). A lone subscriber is never left behind. */
+static void lag_cb(struct ev_loop *ev, ev_timer *w, int revents) {
+  (void)ev, (void)revents;
+  record_t *pp = w->data;
+  int changed = 0;
+  for (int i = 1; i <= 2; i++) {
+    struct record_out *o = &pp->out[i];
+    if (!o->open || !o->paused) continue;
+    int waiting = 0;
+    for (subscriber_t *s = pp->subs; s; s = s->next)
+      if (s->kind == SUB_EVENTS && !s->finished && !s->deadline_hit && !s->lagging &&
+          s->off[i] >= o->ring.total)
+        waiting = 1;
+    if (!waiting) continue;
+    for (subscriber_t *s = pp->subs; s; s = s->next)
+      if (s->kind == SUB_EVENTS && !s->finished && !s->lagging &&
+          dshd_ring_room(&o->ring, s->off[i]) < low_water(o)) {
+        s->lagging = 1;
+        changed = 1;
+      }
+  }
+  if (changed) record_resume(pp);
+}
+
+void record_output_lag_init(record_t *pp) {
+  ev_init(&pp->lag_t, lag_cb);
+  pp->lag_t.data = pp;
 }
 
 static void out_read(record_t *pp, struct record_out *o) {

@@ -100,6 +100,7 @@ static void remove_pp(record_t *pp) {
   ev_timer_stop(ev, &pp->deadline_t);
   ev_timer_stop(ev, &pp->linger_t);
   ev_timer_stop(ev, &pp->kick_t);
+  ev_timer_stop(ev, &pp->lag_t);
   record_input_drop(pp);
   for (int i = 1; i <= 2; i++) record_output_release(pp, i);
   if (pp->proc) dsh_proc_free(pp->proc); /* SIGKILLs a group still alive */
@@ -357,6 +358,7 @@ int record_start(const record_spawn_t *o, record_t **out, dshd_err_t *err) {
   pp->deadline_t.data = pp;
   ev_init(&pp->linger_t, linger_cb);
   pp->linger_t.data = pp;
+  record_output_lag_init(pp);
   ev_init(&pp->kick_t, kick_cb);
   pp->kick_t.data = pp;
   if (o->timeout_ms > 0) {

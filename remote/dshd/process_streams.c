@@ -51,7 +51,7 @@ void subscriber_orphan(subscriber_t *sub) {
 int subscriber_min_offset(const record_t *pp, int idx, uint64_t *keep) {
   int any = 0;
   for (const subscriber_t *s = pp->subs; s; s = s->next) {
-    if (s->kind != SUB_EVENTS || s->finished || s->deadline_hit) continue;
+    if (s->kind != SUB_EVENTS || s->finished || s->deadline_hit || s->lagging) continue;
     if (!any || s->off[idx] < *keep) *keep = s->off[idx];
     any = 1;
   }
@@ -60,7 +60,8 @@ int subscriber_min_offset(const record_t *pp, int idx, uint64_t *keep) {
 
 int subscriber_needs_tail_mark(const record_t *pp) {
   for (const subscriber_t *s = pp->subs; s; s = s->next)
-    if (s->kind == SUB_EVENTS && !s->finished && !s->deadline_hit && s->mark <= pp->marks.tail)
+    if (s->kind == SUB_EVENTS && !s->finished && !s->deadline_hit && !s->lagging &&
+        s->mark <= pp->marks.tail)
       return 1;
   return 0;
 }
@@ -148,6 +149,7 @@ static int events_pull(void *ud, dshd_stream_t *s) {
     budget = n >= budget ? 0 : budget - n;
     appended = 1;
   }
+  if (sub->lagging && caught_up(sub)) sub->lagging = 0; /* it reads again: it may hold back again */
   record_resume(pp);
   if (pp->ended && caught_up(sub)) {
     dshd_stream_message(s, pp->end_json, pp->end_len);
@@ -196,8 +198,20 @@ static void closed_cb(void *ud, dshd_stream_t *s, int client_gone) {
   free(sub);
 }
 
-static const dshd_stream_ops_t events_ops = {events_pull, closed_cb};
-static const dshd_stream_ops_t group_ops = {group_pull, closed_cb};
+/* The client sent its end of file: a keepalive now (events), the state
+ * again (group), so that a client that is gone shows. */
+static void probe_cb(void *ud, dshd_stream_t *s) {
+  (void)s;
+  subscriber_t *sub = ud;
+  if (sub->kind == SUB_EVENTS)
+    sub->keepalive_due = 1;
+  else
+    sub->sent_any = 0;
+  subscriber_wake(sub);
+}
+
+static const dshd_stream_ops_t events_ops = {events_pull, closed_cb, probe_cb};
+static const dshd_stream_ops_t group_ops = {group_pull, closed_cb, probe_cb};
 
 static void keepalive_cb(struct ev_loop *ev, ev_timer *w, int revents) {
   (void)ev, (void)revents;

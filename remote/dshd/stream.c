@@ -22,6 +22,8 @@
 
 #define BLOCK_SIZE 1024
 #define SHRINK_ABOVE (256u << 10)
+#define RECHECK_MS 200  /* after a probe written to a client at EOF */
+#define REPROBE_MS 1000 /* then, while it stays half-closed */
 
 struct dshd_stream {
   dshd_req_t *req; /* NULL once the request completed */
@@ -39,6 +41,8 @@ struct dshd_stream {
   int refs;   /* request + response */
   int64_t timeout_ms, keepalive_ms;
   ev_io hup;
+  ev_timer recheck; /* after the client's end of file: did it reset? */
+  int half_closed;  /* the client will send nothing more (and may still read) */
   dshd_stream_t *next, *prev; /* open streams */
   dshd_stream_t *rnext;       /* resume queue */
 };
@@ -54,6 +58,7 @@ size_t dshd_streams_open(void) {
 /* --- streams ----------------------------------------------------------------------------- */
 
 static void hup_cb(struct ev_loop *ev, ev_io *w, int revents);
+static void recheck_cb(struct ev_loop *ev, ev_timer *w, int revents);
 
 static dshd_stream_t *stream_new(dshd_req_t *r) {
   dshd_stream_t *s = calloc(1, sizeof *s);
@@ -70,6 +75,7 @@ static dshd_stream_t *stream_new(dshd_req_t *r) {
   const union MHD_ConnectionInfo *ci =
       MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
   ev_io_init(&s->hup, hup_cb, ci ? ci->connect_fd : -1, EV_READ);
+  ev_init(&s->recheck, recheck_cb);
   if (ci) ev_io_start(dshd_ev(), &s->hup);
   return s;
 }
@@ -78,6 +84,7 @@ static void stream_close(dshd_stream_t *s, int client_gone) {
   if (s->closed) return;
   s->closed = 1;
   ev_io_stop(dshd_ev(), &s->hup);
+  ev_timer_stop(dshd_ev(), &s->recheck);
   if (s->prev)
     s->prev->next = s->next;
   else if (g_open == s)
@@ -147,18 +154,49 @@ static void resume(dshd_stream_t *s) {
   dshd_server_kick();
 }
 
-static void hup_cb(struct ev_loop *ev, ev_io *w, int revents) {
-  dshd_stream_t *s = (dshd_stream_t *)((char *)w - offsetof(dshd_stream_t, hup));
-  char c;
-  ssize_t n = recv(w->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
-  ev_io_stop(ev, w);
-  if (n > 0) return; /* the client sent more (pipelining): stop watching */
-  /* EOF or reset. The reader ends the body; the socket is shut down so that
+static void client_gone(dshd_stream_t *s) {
+  /* The reader ends the body; the socket is shut down so that
    * libmicrohttpd's final write fails and it closes the connection. */
   s->gone = 1;
-  shutdown(w->fd, SHUT_RDWR);
+  ev_timer_stop(dshd_ev(), &s->recheck);
+  shutdown(s->hup.fd, SHUT_RDWR);
   resume(s);
+}
+
+/* 1 when the client's socket was reset or failed, 0 at EOF, -1 when data waits. */
+static int peek(int fd) {
+  char c;
+  ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n > 0) return -1;
+  if (n == 0) return 0;
+  return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? -2 : 1;
+}
+
+/* While half-closed: a reset means gone; otherwise probe again (so a
+ * client that closes later is noticed within a second, not at the next
+ * keepalive). */
+static void recheck_cb(struct ev_loop *ev, ev_timer *w, int revents) {
+  dshd_stream_t *s = (dshd_stream_t *)((char *)w - offsetof(dshd_stream_t, recheck));
+  if (peek(s->hup.fd) == 1) return client_gone(s);
+  if (!s->closed && s->ops && s->ops->probe) s->ops->probe(s->ud, s);
+}
+
+/* The client's end of file is either a half-close (shutdown(SHUT_WR): it
+ * still reads, and must get the rest of the stream) or a close. Over TCP
+ * the two look alike until something is written: a closed socket answers
+ * with a reset. So the source is asked for a probe message (a keepalive)
+ * and the socket is looked at again shortly after. */
+static void hup_cb(struct ev_loop *ev, ev_io *w, int revents) {
+  dshd_stream_t *s = (dshd_stream_t *)((char *)w - offsetof(dshd_stream_t, hup));
+  int k = peek(w->fd);
+  if (k == -2) return;
+  ev_io_stop(ev, w);
+  if (k == -1) return; /* the client sent more (pipelining): stop watching */
+  if (k == 1 || s->closed || !s->ops || !s->ops->probe) return client_gone(s);
+  s->half_closed = 1;
+  s->ops->probe(s->ud, s);
+  ev_timer_set(&s->recheck, dsh_ms_to_ev(RECHECK_MS), dsh_ms_to_ev(REPROBE_MS));
+  ev_timer_start(ev, &s->recheck);
 }
 
 /* A stream whose client is gone ends with END_OF_STREAM on a socket that

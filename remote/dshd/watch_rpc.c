@@ -168,7 +168,15 @@ static void ws_closed(void *ud, dshd_stream_t *s, int client_gone) {
   free(ws);
 }
 
-static const dshd_stream_ops_t ws_ops = {ws_pull, ws_closed};
+/* The client sent its end of file: a keepalive now shows whether it is gone. */
+static void ws_probe(void *ud, dshd_stream_t *s) {
+  wstream_t *ws = ud;
+  (void)s;
+  char *m = ws->end_pending ? NULL : strdup("{\"keepalive\":{}}");
+  if (m && ws_push(ws, m) == 0) dshd_stream_wake(ws->s);
+}
+
+static const dshd_stream_ops_t ws_ops = {ws_pull, ws_closed, ws_probe};
 
 static void ws_keepalive_cb(struct ev_loop *ev, ev_timer *t, int revents) {
   wstream_t *ws = (wstream_t *)((char *)t - offsetof(wstream_t, keepalive));

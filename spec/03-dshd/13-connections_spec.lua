@@ -76,6 +76,7 @@ if not pcall(ffi.typeof, "struct dshd_spec_sockaddr_in") then
   long send(int fd, const void *buf, size_t n, int flags);
   long recv(int fd, void *buf, size_t n, int flags);
   int poll(struct dshd_spec_pollfd *fds, unsigned long n, int timeout);
+  int shutdown(int fd, int how);
   int close(int fd);
   int inet_pton(int af, const char *src, void *dst);
   ]]
