@@ -44,6 +44,8 @@ typedef struct dshd_config {
   const char *default_workdir; /* NULL: the user's home */
   const char *ready_file;      /* write "<address>\n" here once listening (atomic rename) */
   uint64_t max_rpc_body_bytes; /* unary/stream request body bound; default 64 MiB */
+  int64_t exited_ttl_ms;       /* an exited process's record is dropped after; default 60 s */
+  uint64_t exited_max_bytes;   /* all exited processes' records together; default 64 MiB */
 } dshd_config_t;
 
 typedef struct dshd dshd_t;
@@ -53,6 +55,9 @@ const dshd_config_t *dshd_config(void); /* default_user/_workdir follow POST /in
 dsh_loop_t *dshd_loop(void);
 struct ev_loop *dshd_ev(void);
 void dshd_activity(void); /* resets the idle timer */
+/* A service freed much memory: free heap pages go back to the system soon
+ * (once no stream is open). */
+void dshd_memory_released(void);
 
 /* Global environment variables set by POST /init "envVars" (envd §2.4: they
  * go into every process after HOME/USER/LOGNAME and before the request's

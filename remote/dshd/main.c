@@ -36,6 +36,10 @@ static void usage(FILE *f) {
       "                           (browsers send one; others are refused; repeatable)\n"
       "  --envd-compat            behave exactly like stock envd: no dshd extensions\n"
       "  --replay-bytes N         output kept per process for replay (default 1048576)\n"
+      "  --exited-ttl-ms N        an exited process's record (end event, output) is kept\n"
+      "                           this long for late Connects (default 60000)\n"
+      "  --exited-max-bytes N     memory all exited processes' records may hold\n"
+      "                           (default 67108864; their output goes first)\n"
       "  --max-rpc-body-bytes N   request body bound for RPCs (default 67108864)\n"
       "  --idle-timeout-ms N      exit with status 3 after N ms without requests or streams\n"
       "  --connection-memory-kib N  per-connection buffer pool of libmicrohttpd (default 128)\n"
@@ -96,6 +100,8 @@ int main(int argc, char **argv) {
       .listen = "127.0.0.1:49983",
       .replay_bytes = 1u << 20,
       .max_rpc_body_bytes = 64u << 20,
+      .exited_ttl_ms = 60000,
+      .exited_max_bytes = 64u << 20,
   };
   dshd_server_opts_t opts = {.verbose = 0,
                              .connection_memory_bytes = 128u << 10,
@@ -169,6 +175,20 @@ int main(int argc, char **argv) {
       if (parse_u64(v, &cfg.max_rpc_body_bytes) != 0 || cfg.max_rpc_body_bytes < 1024 ||
           cfg.max_rpc_body_bytes > UINT32_MAX) {
         fprintf(stderr, "dshd: --max-rpc-body-bytes: 1024..4294967295 expected: %s\n", v);
+        return 2;
+      }
+    } else if (strcmp(a, "--exited-ttl-ms") == 0) {
+      NEED_ARG;
+      uint64_t ms;
+      if (parse_u64(v, &ms) != 0 || ms > 86400000ull * 365) {
+        fprintf(stderr, "dshd: --exited-ttl-ms: not a number of milliseconds: %s\n", v);
+        return 2;
+      }
+      cfg.exited_ttl_ms = (int64_t)ms;
+    } else if (strcmp(a, "--exited-max-bytes") == 0) {
+      NEED_ARG;
+      if (parse_u64(v, &cfg.exited_max_bytes) != 0) {
+        fprintf(stderr, "dshd: --exited-max-bytes: not a number: %s\n", v);
         return 2;
       }
     } else if (strcmp(a, "--connection-memory-kib") == 0) {

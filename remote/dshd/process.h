@@ -36,9 +36,7 @@
 #define PROCESS_PIPE_SIZE (1 << 20)          /* F_SETPIPE_SZ of output pipes */
 #define PROCESS_LAG_MS 1000                 /* a subscriber holding reading back this long ... */
 #define PROCESS_MARKS_MAX 1024               /* stdout/stderr interleaving marks kept */
-#define PROCESS_LINGER_MS 60000              /* an ended, quiescent record stays this long */
 #define PROCESS_LINGER_MAX 1024              /* most lingering records */
-#define PROCESS_LINGER_MIN_BYTES (64u << 20) /* ring memory lingering records may hold */
 
 typedef struct record record_t;
 typedef struct subscriber subscriber_t;
@@ -64,7 +62,7 @@ struct record {
   uint64_t id;           /* unique for the daemon's life */
   int32_t pid;
   dsh_proc_t *proc; /* NULL once freed (ended and quiescent) */
-  json_t *config;   /* ProcessConfig as sent, for List */
+  json_t *config;   /* ProcessConfig as sent, for List; NULL once the leader exited */
   char *tag;
   int pty;
   struct record_out out[3]; /* [1], [2] */
@@ -84,7 +82,7 @@ struct record {
   char end_json[256];
   size_t end_len;
   double ended_at;
-  size_t held;         /* ring and mark memory counted in the linger budget */
+  size_t held;         /* memory counted in --exited-max-bytes once ended (record_memory) */
   ev_timer deadline_t; /* Start's Connect-Timeout-Ms: SIGKILL */
   ev_timer linger_t;
   ev_timer kick_t; /* deferred work (drain reads, proc free) out of callbacks */

@@ -141,32 +141,43 @@ void record_list(json_t *array) {
   }
 }
 
-static size_t linger_budget(void) {
-  size_t budget = PROCESS_LINGER_MIN_BYTES, cap = record_ring_cap();
-  return budget < 32 * cap ? 32 * cap : budget;
-}
-
 static int over_budget(void) {
-  return g_ended_mem > linger_budget() || g_ended_count > PROCESS_LINGER_MAX;
+  return g_ended_mem > dshd_config()->exited_max_bytes || g_ended_count > PROCESS_LINGER_MAX;
 }
 
-/* Keeps lingering records within count and memory bounds, oldest first:
- * rings go first (the end event stays), whole records once quiescent. */
+/* What an ended record holds: its rings and marks, its tag, itself. */
+static size_t record_memory(const record_t *pp) {
+  return dshd_ring_memory(&pp->out[1].ring) + dshd_ring_memory(&pp->out[2].ring) +
+         dshd_marks_memory(&pp->marks) + (pp->tag ? strlen(pp->tag) + 1 : 0) + sizeof *pp;
+}
+
+static void held_changed(record_t *pp) {
+  g_ended_mem -= pp->held;
+  pp->held = record_memory(pp);
+  g_ended_mem += pp->held;
+}
+
+/* Keeps ended records within --exited-max-bytes and PROCESS_LINGER_MAX,
+ * oldest first: rings go first (the end event stays, late Connects still
+ * get it), then whole records whose group is empty. */
 static void budget_cb(struct ev_loop *ev, ev_timer *w, int revents) {
   (void)ev, (void)w, (void)revents;
   for (record_t *pp = g_tail, *prev; pp && over_budget(); pp = prev) {
     prev = pp->prev;
     if (!pp->ended || pp->subs) continue;
-    if (g_ended_count > PROCESS_LINGER_MAX && pp->finalized) {
-      remove_pp(pp);
-    } else if (g_ended_mem > linger_budget() && pp->held) {
-      g_ended_mem -= pp->held;
-      pp->held = 0;
+    if (dshd_ring_memory(&pp->out[1].ring) || dshd_ring_memory(&pp->out[2].ring) ||
+        dshd_marks_memory(&pp->marks)) {
       dshd_ring_release(&pp->out[1].ring);
       dshd_ring_release(&pp->out[2].ring);
       dshd_marks_release(&pp->marks);
+      held_changed(pp);
     }
   }
+  for (record_t *pp = g_tail, *prev; pp && over_budget(); pp = prev) {
+    prev = pp->prev;
+    if (pp->ended && pp->finalized && !pp->subs) remove_pp(pp);
+  }
+  dshd_memory_released();
 }
 
 /* --- end, quiescence, linger ------------------------------------------------------ */
@@ -175,7 +186,10 @@ static void linger_cb(struct ev_loop *ev, ev_timer *w, int revents) {
   (void)ev, (void)revents;
   record_t *pp = w->data;
   pp->linger_expired = 1;
-  if (!pp->subs) remove_pp(pp);
+  if (!pp->subs) {
+    remove_pp(pp);
+    dshd_memory_released();
+  }
 }
 
 /* Ended and the group is empty: free the proc (from the kick timer) and start lingering. */
@@ -183,7 +197,7 @@ static void maybe_finalize(record_t *pp) {
   if (pp->finalized || !pp->ended || !pp->quiescent) return;
   pp->finalized = 1;
   record_kick(pp);
-  ev_timer_set(&pp->linger_t, dsh_ms_to_ev(PROCESS_LINGER_MS), 0.);
+  ev_timer_set(&pp->linger_t, dsh_ms_to_ev(dshd_config()->exited_ttl_ms), 0.);
   ev_timer_start(dshd_ev(), &pp->linger_t);
 }
 
@@ -196,8 +210,7 @@ void record_check_end(record_t *pp) {
                                 !dshd_config()->envd_compat);
   ev_timer_stop(ev, &pp->deadline_t);
   record_input_drop(pp); /* queued input is moot now */
-  pp->held = dshd_ring_memory(&pp->out[1].ring) + dshd_ring_memory(&pp->out[2].ring) +
-             dshd_marks_memory(&pp->marks);
+  pp->held = record_memory(pp);
   g_ended_count++;
   g_ended_mem += pp->held;
   record_wake_subs(pp);
@@ -232,6 +245,10 @@ static void on_proc(void *ud, dsh_proc_t *p, uint32_t kind, int32_t status, int6
   if (kind == DSH_EV_PROC_EXIT) {
     pp->leader_exited = 1;
     pp->wait_status = (int)n;
+    /* List shows running leaders only: argv and envs are of no use now
+     * (issue 7 item 10: 200000 arguments are megabytes of JSON). */
+    json_decref(pp->config);
+    pp->config = NULL;
     if (pp->cancel_reading) record_output_drain(pp);
     record_wake_subs(pp);
     record_check_end(pp);

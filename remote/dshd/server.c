@@ -36,6 +36,7 @@ struct dshd {
   ev_io mhd_io; /* libmicrohttpd's epoll fd */
   ev_timer mhd_timer;
   ev_timer idle_timer;
+  ev_timer trim_timer; /* dshd_memory_released(): coalesced */
   ev_signal sig_term, sig_int;
   int in_mhd;
   dshd_listen_t listen;
@@ -106,6 +107,17 @@ void dshd_server_trim_heap(void) {
 #ifdef __GLIBC__
   if (dshd_streams_open() == 0) malloc_trim(0);
 #endif
+}
+
+static void trim_cb(struct ev_loop *ev, ev_timer *w, int revents) {
+  (void)ev, (void)w, (void)revents;
+  dshd_server_trim_heap();
+}
+
+void dshd_memory_released(void) {
+  if (!g.ev || ev_is_active(&g.trim_timer)) return;
+  ev_timer_init(&g.trim_timer, trim_cb, 0.1, 0.);
+  ev_timer_start(g.ev, &g.trim_timer);
 }
 
 /* --- libmicrohttpd on libev ------------------------------------------------------------ */
@@ -302,6 +314,7 @@ void dshd_server_stop(void) {
   }
   ev_timer_stop(g.ev, &g.mhd_timer);
   ev_timer_stop(g.ev, &g.idle_timer);
+  ev_timer_stop(g.ev, &g.trim_timer);
   ev_signal_stop(g.ev, &g.sig_term);
   ev_signal_stop(g.ev, &g.sig_int);
   if (g.listen.unix_path[0]) unlink(g.listen.unix_path);
