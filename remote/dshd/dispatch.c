@@ -80,8 +80,9 @@ static void begin(dshd_req_t *r) {
   int files = strcmp(url, "/files") == 0;
   if (!files && !dshd_auth_header_ok(r)) {
     dshd_req_refuse_unauthenticated(
-        r, "unauthorized access, please provide a valid access token or method signing if "
-           "supported");
+        r,
+        "unauthorized access, please provide a valid access token or method signing if "
+        "supported");
     return;
   }
   if (files) {

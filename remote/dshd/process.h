@@ -29,14 +29,14 @@
 #include "dshd.h"
 #include "replay.h"
 
-#define PROCESS_READ_CHUNK (256u << 10)      /* most bytes per read() of an output pipe */
-#define PROCESS_EVENT_MAX (256u << 10)       /* most raw bytes per data event */
-#define PROCESS_PULL_BUDGET (1u << 20)       /* raw bytes a pull appends at most */
-#define PROCESS_STDIN_MAX (8u << 20)         /* queued input per process */
-#define PROCESS_PIPE_SIZE (1 << 20)          /* F_SETPIPE_SZ of output pipes */
-#define PROCESS_LAG_MS 1000                 /* a subscriber holding reading back this long ... */
-#define PROCESS_MARKS_MAX 1024               /* stdout/stderr interleaving marks kept */
-#define PROCESS_LINGER_MAX 1024              /* most lingering records */
+#define PROCESS_READ_CHUNK (256u << 10) /* most bytes per read() of an output pipe */
+#define PROCESS_EVENT_MAX (256u << 10)  /* most raw bytes per data event */
+#define PROCESS_PULL_BUDGET (1u << 20)  /* raw bytes a pull appends at most */
+#define PROCESS_STDIN_MAX (8u << 20)    /* queued input per process */
+#define PROCESS_PIPE_SIZE (1 << 20)     /* F_SETPIPE_SZ of output pipes */
+#define PROCESS_LAG_MS 1000             /* a subscriber holding reading back this long ... */
+#define PROCESS_MARKS_MAX 1024          /* stdout/stderr interleaving marks kept */
+#define PROCESS_LINGER_MAX 1024         /* most lingering records */
 
 typedef struct record record_t;
 typedef struct subscriber subscriber_t;

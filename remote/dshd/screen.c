@@ -81,7 +81,8 @@ static int host_is_address(const char *h) {
   memcpy(host, h, n + 1);
   if (host[0] == '[') {
     char *end = strchr(host, ']');
-    if (!end || (end[1] && (end[1] != ':' || !end[2] || strspn(end + 2, "0123456789") != strlen(end + 2))))
+    if (!end ||
+        (end[1] && (end[1] != ':' || !end[2] || strspn(end + 2, "0123456789") != strlen(end + 2))))
       return 0;
     *end = 0;
     unsigned char a[16];

@@ -26,7 +26,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-
 struct dshd {
   dshd_config_t cfg;
   char workdir_buf[PATH_MAX];
@@ -255,7 +254,8 @@ int dshd_server_start(const dshd_config_t *cfg, const dshd_server_opts_t *opts, 
     return -1;
   }
   if (!g.listen.loopback && !cfg->access_token)
-    dshd_log("WARNING: no access token: anyone who can reach %s can run commands", g.listen.address);
+    dshd_log("WARNING: no access token: anyone who can reach %s can run commands",
+             g.listen.address);
   dshd_screen_init(opts);
   if (start_daemon(opts) != 0) {
     for (int i = 0; i < 2; i++)

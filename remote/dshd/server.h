@@ -46,14 +46,14 @@ struct dshd_req {
    * been discarded (or at once when the body may be large). */
   struct MHD_Response *answer;
   unsigned answer_status;
-  int answered;       /* a response was queued */
-  int answer_now;     /* queue the answer at once, never after the body (framing errors) */
+  int answered;   /* a response was queued */
+  int answer_now; /* queue the answer at once, never after the body (framing errors) */
   /* conns.c's view */
   struct conn *conn_track; /* the connection's record, while the request runs */
   int chunked;             /* Transfer-Encoding: chunked */
   int body_done;           /* the final access-handler call came */
   double body_at;          /* the headers or the latest body bytes arrived (ev time) */
-  uint64_t discarded; /* body bytes dropped after an answer was decided */
+  uint64_t discarded;      /* body bytes dropped after an answer was decided */
   /* Connect */
   char *body; /* unary body */
   size_t body_len, body_cap;
@@ -94,11 +94,11 @@ int dshd_listen_ready_file(const char *path, const char *address, char *why, siz
  * loop until a signal or the idle timeout (returns the exit status), stop
  * (closes streams, calls the process hook, frees everything). */
 typedef struct dshd_server_opts {
-  int verbose;                    /* one log line per request */
-  size_t connection_memory_bytes; /* libmicrohttpd's per-connection pool */
-  int64_t header_timeout_ms;      /* a new connection's first request header; 0 = none */
-  int64_t keepalive_timeout_ms;   /* an idle kept-alive connection's next header; 0 = none */
-  int allow_tokenless_network;    /* listen beyond loopback without a token */
+  int verbose;                        /* one log line per request */
+  size_t connection_memory_bytes;     /* libmicrohttpd's per-connection pool */
+  int64_t header_timeout_ms;          /* a new connection's first request header; 0 = none */
+  int64_t keepalive_timeout_ms;       /* an idle kept-alive connection's next header; 0 = none */
+  int allow_tokenless_network;        /* listen beyond loopback without a token */
   const char *const *allowed_origins; /* Origin values accepted without a token */
   int n_allowed_origins;
 } dshd_server_opts_t;

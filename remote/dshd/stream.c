@@ -41,8 +41,8 @@ struct dshd_stream {
   int refs;   /* request + response */
   int64_t timeout_ms, keepalive_ms;
   ev_io hup;
-  ev_timer recheck; /* after the client's end of file: did it reset? */
-  int half_closed;  /* the client will send nothing more (and may still read) */
+  ev_timer recheck;           /* after the client's end of file: did it reset? */
+  int half_closed;            /* the client will send nothing more (and may still read) */
   dshd_stream_t *next, *prev; /* open streams */
   dshd_stream_t *rnext;       /* resume queue */
 };

@@ -223,8 +223,8 @@ int dshd_resolve_path(const dshd_user_t *u, const char *path, int use_workdir, c
   for (const char *c = out; *c;) {
     size_t n = strcspn(c, "/");
     if (n > NAME_MAX)
-      return dshd_errf(err, "invalid_argument", "invalid path '%.900s': a name is longer than %d bytes",
-                       p, NAME_MAX);
+      return dshd_errf(err, "invalid_argument",
+                       "invalid path '%.900s': a name is longer than %d bytes", p, NAME_MAX);
     c += n;
     if (*c) c++;
   }
