@@ -12,7 +12,6 @@ local envd = require "dsh.envd"
 local helpers = require "helpers"
 local loop = require "dsh.loop"
 local proc = require "dsh.proc"
-local sys = require "dsh.sysutil"
 
 --- A raw connection through spec/fixtures/rawhttp.c whose bytes are written
 -- by the caller over time. :send(bytes), :finish() -> answer, ms from open

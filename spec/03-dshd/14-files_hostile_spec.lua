@@ -130,7 +130,8 @@ describe("dshd and files that would stall it", function()
       sh(c, "mkfifo /home/user/spill.fifo")
       local t = loop.now_ms()
       local p, err = D.within(5000, "Start with a FIFO spill", function()
-        return c:start { cmd = "echo", args = { "hi" }, spill = { stdout = { path = "/home/user/spill.fifo", maxBytes = 100 } } }
+        return c:start { cmd = "echo", args = { "hi" },
+          spill = { stdout = { path = "/home/user/spill.fifo", maxBytes = 100 } } }
       end)
       assert.is_nil(p)
       assert.same({ "invalid_argument", "spill: /home/user/spill.fifo is not a regular file" },

@@ -79,10 +79,12 @@ describe("dshd listeners without an access token", function()
       local d = D.bare({ "--allow-origin", "http://app.example:3000" })
       finally(d.stop)
       local port = d.addr:match(":(%d+)$")
-      for _, host in ipairs { "localhost", "localhost:" .. port, "127.0.0.1:" .. port, "127.0.0.1", "[::1]:" .. port } do
+      local good = { "localhost", "localhost:" .. port, "127.0.0.1:" .. port, "127.0.0.1", "[::1]:" .. port }
+      for _, host in ipairs(good) do
         assert.equal(200, (ask_host(d.addr, host)), host)
       end
-      for _, host in ipairs { "evil.example:" .. port, "evil.example", "127.0.0.1.nip.io:" .. port, "localhost.evil" } do
+      local bad = { "evil.example:" .. port, "evil.example", "127.0.0.1.nip.io:" .. port, "localhost.evil" }
+      for _, host in ipairs(bad) do
         local st, b = ask_host(d.addr, host)
         assert.same({ 403, { code = 403, message = "request refused: Host '" .. host .. "' is not an IP address or "
           .. "localhost (without an access token, requests must name this server by address)" } }, { st, b }, host)
