@@ -59,13 +59,16 @@ void dshd_init_finish(dshd_req_t *r) {
   const char *k;
   json_t *v;
   json_object_foreach(envs, k, v) {
+    /* (k belongs to o: the answer is made before o goes) */
     if (!json_is_string(v)) {
+      dshd_files_error(r, 400, "envVars.%.200s: expected a string", k);
       json_decref(o);
-      return dshd_files_error(r, 400, "envVars.%.200s: expected a string", k);
+      return;
     }
     if (!dshd_env_name_valid(k)) { /* what Start refuses would break every later Start */
+      dshd_files_error(r, 400, "envVars: invalid variable name '%.200s'", k);
       json_decref(o);
-      return dshd_files_error(r, 400, "envVars: invalid variable name '%.200s'", k);
+      return;
     }
   }
   json_t *du = o ? json_object_get(o, "defaultUser") : NULL;
@@ -73,8 +76,9 @@ void dshd_init_finish(dshd_req_t *r) {
   dshd_user_t u;
   dshd_err_t err = {0};
   if (user && dshd_user_lookup(user, &u, &err) != 0) {
+    dshd_files_error(r, 400, "defaultUser: %s", err.message);
     json_decref(o);
-    return dshd_files_error(r, 400, "defaultUser: %s", err.message);
+    return;
   }
   json_t *dw = o ? json_object_get(o, "defaultWorkdir") : NULL;
   const char *workdir = json_is_string(dw) && *json_string_value(dw) ? json_string_value(dw) : NULL;
