@@ -1,4 +1,4 @@
-/* test_pevents.c: the JSON of process stream messages (remote/dshd/pevents.c):
+/* test_process_events.c: the JSON of process stream messages (remote/dshd/process_events.c):
  * data events built in place, start with replay, end events as envd (Go)
  * writes them, with and without the exit-signals extension. */
 #include <signal.h>
@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "pevents.h"
+#include "process_events.h"
 
 /* Raw wait statuses as the kernel reports them. */
 #define EXITED(code) ((code) << 8)
@@ -15,22 +15,22 @@
 static void test_data(void) {
   char buf[256];
   const uint8_t bytes[] = {'h', 'i', '\n'};
-  CHECK(dshd_pev_data_max(3) < sizeof buf);
-  size_t n = dshd_pev_data(buf, DSHD_PEV_STDOUT, bytes, 3, 0, 0);
+  CHECK(dshd_procev_data_max(3) < sizeof buf);
+  size_t n = dshd_procev_data(buf, DSHD_PROCEV_STDOUT, bytes, 3, 0, 0);
   CHECK_MEM(buf, n, "{\"event\":{\"data\":{\"stdout\":\"aGkK\"}}}", 36);
-  n = dshd_pev_data(buf, DSHD_PEV_STDERR, bytes, 2, 18446744073709551615ull, 1);
+  n = dshd_procev_data(buf, DSHD_PROCEV_STDERR, bytes, 2, 18446744073709551615ull, 1);
   const char *want = "{\"event\":{\"data\":{\"stderr\":\"aGk=\",\"offset\":18446744073709551615}}}";
   CHECK_MEM(buf, n, want, strlen(want));
-  CHECK(n <= dshd_pev_data_max(2));
-  n = dshd_pev_data(buf, DSHD_PEV_PTY, bytes, 0, 7, 1);
+  CHECK(n <= dshd_procev_data_max(2));
+  n = dshd_procev_data(buf, DSHD_PROCEV_PTY, bytes, 0, 7, 1);
   want = "{\"event\":{\"data\":{\"pty\":\"\",\"offset\":7}}}";
   CHECK_MEM(buf, n, want, strlen(want));
   /* a large event stays within its bound */
   size_t big = 256 << 10;
   uint8_t *raw = calloc(1, big);
-  char *out = malloc(dshd_pev_data_max(big));
-  n = dshd_pev_data(out, DSHD_PEV_STDOUT, raw, big, 123456789, 1);
-  CHECK(n <= dshd_pev_data_max(big));
+  char *out = malloc(dshd_procev_data_max(big));
+  n = dshd_procev_data(out, DSHD_PROCEV_STDOUT, raw, big, 123456789, 1);
+  CHECK(n <= dshd_procev_data_max(big));
   CHECK(n > big * 4 / 3);
   CHECK(memcmp(out + n - 3, "}}}", 3) == 0);
   free(raw);
@@ -39,10 +39,10 @@ static void test_data(void) {
 
 static void test_start(void) {
   char buf[512];
-  size_t n = dshd_pev_start(buf, sizeof buf, 1234, NULL);
+  size_t n = dshd_procev_start(buf, sizeof buf, 1234, NULL);
   CHECK_MEM(buf, n, "{\"event\":{\"start\":{\"pid\":1234}}}", 32);
-  dshd_pev_replay_t rp[] = {{DSHD_PEV_STDOUT, 10, 20}, {DSHD_PEV_STDERR, 0, 0}, {0, 0, 0}};
-  n = dshd_pev_start(buf, sizeof buf, 7, rp);
+  dshd_procev_replay_t rp[] = {{DSHD_PROCEV_STDOUT, 10, 20}, {DSHD_PROCEV_STDERR, 0, 0}, {0, 0, 0}};
+  n = dshd_procev_start(buf, sizeof buf, 7, rp);
   const char *want =
       "{\"event\":{\"start\":{\"pid\":7,\"replay\":{\"stdout\":{\"requested\":10,\"from\":20},"
       "\"stderr\":{\"requested\":0,\"from\":0}}}}}";
@@ -51,7 +51,7 @@ static void test_start(void) {
 
 static void check_end(int st, int ext, const char *want) {
   char buf[256];
-  size_t n = dshd_pev_end(buf, sizeof buf, st, ext);
+  size_t n = dshd_procev_end(buf, sizeof buf, st, ext);
   CHECK_MEM(buf, n, want, strlen(want));
 }
 
@@ -73,21 +73,21 @@ static void test_end(void) {
             "\"error\":\"signal: segmentation fault (core "
             "dumped)\",\"signal\":11,\"coreDumped\":true}}}");
   char s[64];
-  dshd_pev_status_string(SIGNALED(SIGINT, 0), s, sizeof s);
+  dshd_procev_status_string(SIGNALED(SIGINT, 0), s, sizeof s);
   CHECK_STR(s, "signal: interrupt");
-  dshd_pev_status_string(SIGNALED(SIGHUP, 0), s, sizeof s);
+  dshd_procev_status_string(SIGNALED(SIGHUP, 0), s, sizeof s);
   CHECK_STR(s, "signal: hangup");
-  dshd_pev_signal_string(40, s, sizeof s);
+  dshd_procev_signal_string(40, s, sizeof s);
   CHECK_STR(s, "signal 40");
-  dshd_pev_signal_string(SIGTSTP, s, sizeof s);
+  dshd_procev_signal_string(SIGTSTP, s, sizeof s);
   CHECK_STR(s, "stopped");
 }
 
 static void test_misc(void) {
   char buf[64];
-  size_t n = dshd_pev_group(buf, sizeof buf, 1, 0);
+  size_t n = dshd_procev_group(buf, sizeof buf, 1, 0);
   CHECK_MEM(buf, n, "{\"leaderExited\":true,\"quiescent\":false}", 39);
-  CHECK_STR(dshd_pev_keepalive, "{\"event\":{\"keepalive\":{}}}");
+  CHECK_STR(dshd_procev_keepalive, "{\"event\":{\"keepalive\":{}}}");
 }
 
 int main(void) {

@@ -1,9 +1,9 @@
-/* pevents.c: process stream messages as JSON text (see pevents.h).
+/* process_events.c: process stream messages as JSON text (see process_events.h).
  *
  * Uses the core's base64 encoder for data events, snprintf for the small
  * fixed shapes. Never allocates and never writes past the sizes documented
  * in the header. */
-#include "pevents.h"
+#include "process_events.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -12,13 +12,13 @@
 
 #include "dsh/base64.h"
 
-const char dshd_pev_keepalive[] = "{\"event\":{\"keepalive\":{}}}";
+const char dshd_procev_keepalive[] = "{\"event\":{\"keepalive\":{}}}";
 
 static const char *stream_name(int stream) {
   switch (stream) {
-    case DSHD_PEV_STDERR:
+    case DSHD_PROCEV_STDERR:
       return "stderr";
-    case DSHD_PEV_PTY:
+    case DSHD_PROCEV_PTY:
       return "pty";
     default:
       return "stdout";
@@ -30,12 +30,12 @@ static const char *stream_name(int stream) {
 /* ","offset":18446744073709551615}}} */
 #define DATA_TAIL_MAX 40
 
-size_t dshd_pev_data_max(size_t n) {
+size_t dshd_procev_data_max(size_t n) {
   return DATA_HEAD_MAX + dsh_base64_encoded_len(n) + DATA_TAIL_MAX;
 }
 
-size_t dshd_pev_data(char *dst, int stream, const uint8_t *p, size_t n, uint64_t offset,
-                     int with_offset) {
+size_t dshd_procev_data(char *dst, int stream, const uint8_t *p, size_t n, uint64_t offset,
+                        int with_offset) {
   static const char head[] = "{\"event\":{\"data\":{\"";
   const char *name = stream_name(stream);
   size_t at = 0, k = sizeof head - 1, nl = strlen(name);
@@ -64,7 +64,7 @@ static size_t clamp(int n, size_t len) {
   return (size_t)n < len ? (size_t)n : (len ? len - 1 : 0);
 }
 
-size_t dshd_pev_start(char *buf, size_t len, int32_t pid, const dshd_pev_replay_t *replay) {
+size_t dshd_procev_start(char *buf, size_t len, int32_t pid, const dshd_procev_replay_t *replay) {
   size_t at = clamp(snprintf(buf, len, "{\"event\":{\"start\":{\"pid\":%" PRId32, pid), len);
   if (replay && replay[0].stream) {
     at += clamp(snprintf(buf + at, len - at, ",\"replay\":{"), len - at);
@@ -115,28 +115,28 @@ static const char *const go_signals[] = {
     [31] = "bad system call",
 };
 
-void dshd_pev_signal_string(int sig, char *buf, size_t len) {
+void dshd_procev_signal_string(int sig, char *buf, size_t len) {
   if (sig > 0 && (size_t)sig < sizeof go_signals / sizeof go_signals[0] && go_signals[sig])
     snprintf(buf, len, "%s", go_signals[sig]);
   else
     snprintf(buf, len, "signal %d", sig);
 }
 
-void dshd_pev_status_string(int st, char *buf, size_t len) {
+void dshd_procev_status_string(int st, char *buf, size_t len) {
   if (WIFEXITED(st)) {
     snprintf(buf, len, "exit status %d", WEXITSTATUS(st));
   } else if (WIFSIGNALED(st)) {
     char name[64];
-    dshd_pev_signal_string(WTERMSIG(st), name, sizeof name);
+    dshd_procev_signal_string(WTERMSIG(st), name, sizeof name);
     snprintf(buf, len, "signal: %s%s", name, WCOREDUMP(st) ? " (core dumped)" : "");
   } else {
     snprintf(buf, len, "exit status %d", -1);
   }
 }
 
-size_t dshd_pev_end(char *buf, size_t len, int st, int with_ext) {
+size_t dshd_procev_end(char *buf, size_t len, int st, int with_ext) {
   char status[96];
-  dshd_pev_status_string(st, status, sizeof status);
+  dshd_procev_status_string(st, status, sizeof status);
   int exited = WIFEXITED(st);
   int code = exited ? WEXITSTATUS(st) : -1;
   size_t at = clamp(snprintf(buf, len, "{\"event\":{\"end\":{"), len);
@@ -153,7 +153,7 @@ size_t dshd_pev_end(char *buf, size_t len, int st, int with_ext) {
   return at;
 }
 
-size_t dshd_pev_group(char *buf, size_t len, int leader_exited, int quiescent) {
+size_t dshd_procev_group(char *buf, size_t len, int leader_exited, int quiescent) {
   return clamp(snprintf(buf, len, "{\"leaderExited\":%s,\"quiescent\":%s}",
                         leader_exited ? "true" : "false", quiescent ? "true" : "false"),
                len);

@@ -1,6 +1,6 @@
-/* psub.c: the streams attached to a process record — Start, Connect (with
+/* process_streams.c: the streams attached to a process record — Start, Connect (with
  * the replay extension's resume) and WatchGroup — as sources of the server
- * core's pull-driven streams (see pservice.h).
+ * core's pull-driven streams (see process.h).
  *
  * An events subscriber sends start first, then data events read out of the
  * record's rings from its own offsets (base64 built in place in the
@@ -14,20 +14,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pevents.h"
-#include "pservice.h"
+#include "process.h"
+#include "process_events.h"
 
 static int with_ext(void) {
   return !dshd_config()->envd_compat;
 }
 
-static void stop_timers(psub_t *sub) {
+static void stop_timers(subscriber_t *sub) {
   ev_timer_stop(dshd_ev(), &sub->keepalive_t);
   ev_timer_stop(dshd_ev(), &sub->deadline_t);
 }
 
 /* Last thing a pull does: nothing may touch sub's stream afterwards. */
-static int finish(psub_t *sub, const char *code, const char *msg) {
+static int finish(subscriber_t *sub, const char *code, const char *msg) {
   dshd_err_t e = {0};
   sub->finished = 1;
   stop_timers(sub);
@@ -39,28 +39,29 @@ static int finish(psub_t *sub, const char *code, const char *msg) {
   return 1;
 }
 
-void psub_wake(psub_t *sub) {
+void subscriber_wake(subscriber_t *sub) {
   if (!sub->finished) dshd_stream_wake(sub->s);
 }
 
-void psub_orphan(psub_t *sub) {
+void subscriber_orphan(subscriber_t *sub) {
   sub->pp = NULL;
-  psub_wake(sub);
+  subscriber_wake(sub);
 }
 
-int psub_min_offset(const pproc_t *pp, int idx, uint64_t *keep) {
+int subscriber_min_offset(const record_t *pp, int idx, uint64_t *keep) {
   int any = 0;
-  for (const psub_t *s = pp->subs; s; s = s->next) {
-    if (s->kind != PSUB_EVENTS || s->finished || s->deadline_hit) continue;
+  for (const subscriber_t *s = pp->subs; s; s = s->next) {
+    if (s->kind != SUB_EVENTS || s->finished || s->deadline_hit || s->lagging) continue;
     if (!any || s->off[idx] < *keep) *keep = s->off[idx];
     any = 1;
   }
   return any;
 }
 
-int psub_needs_tail_mark(const pproc_t *pp) {
-  for (const psub_t *s = pp->subs; s; s = s->next)
-    if (s->kind == PSUB_EVENTS && !s->finished && !s->deadline_hit && s->mark <= pp->marks.tail)
+int subscriber_needs_tail_mark(const record_t *pp) {
+  for (const subscriber_t *s = pp->subs; s; s = s->next)
+    if (s->kind == SUB_EVENTS && !s->finished && !s->deadline_hit && !s->lagging &&
+        s->mark <= pp->marks.tail)
       return 1;
   return 0;
 }
@@ -69,22 +70,22 @@ int psub_needs_tail_mark(const pproc_t *pp) {
 
 /* Offsets older than what the ring retains jump forward (the data event's
  * offset shows the gap). */
-static void norm(psub_t *sub, int idx) {
+static void norm(subscriber_t *sub, int idx) {
   const dshd_ring_t *r = &sub->pp->out[idx].ring;
   if (sub->off[idx] < r->start) sub->off[idx] = r->start;
 }
 
-static size_t take(psub_t *sub, int idx, uint64_t end, const uint8_t **p) {
+static size_t take(subscriber_t *sub, int idx, uint64_t end, const uint8_t **p) {
   size_t n = dshd_ring_peek(&sub->pp->out[idx].ring, sub->off[idx], p);
   if (n > end - sub->off[idx]) n = (size_t)(end - sub->off[idx]);
-  if (n > PSVC_EVENT_MAX) n = PSVC_EVENT_MAX;
+  if (n > PROCESS_EVENT_MAX) n = PROCESS_EVENT_MAX;
   return n;
 }
 
 /* The next piece to send, in arrival order: the run of the mark under the
  * cursor, else (marks lost) whatever stream still has bytes. */
-static size_t next_chunk(psub_t *sub, int *idx, const uint8_t **p) {
-  pproc_t *pp = sub->pp;
+static size_t next_chunk(subscriber_t *sub, int *idx, const uint8_t **p) {
+  record_t *pp = sub->pp;
   const dshd_marks_t *mk = &pp->marks;
   if (sub->mark < mk->tail) sub->mark = mk->tail;
   while (sub->mark < mk->head) {
@@ -112,7 +113,7 @@ static size_t next_chunk(psub_t *sub, int *idx, const uint8_t **p) {
   return 0;
 }
 
-static int caught_up(psub_t *sub) {
+static int caught_up(subscriber_t *sub) {
   for (int i = 1; i <= 2; i++) {
     norm(sub, i);
     if (sub->off[i] < sub->pp->out[i].ring.total) return 0;
@@ -121,10 +122,10 @@ static int caught_up(psub_t *sub) {
 }
 
 static int events_pull(void *ud, dshd_stream_t *s) {
-  psub_t *sub = ud;
+  subscriber_t *sub = ud;
   if (sub->finished) return 0;
   if (sub->deadline_hit) return finish(sub, "deadline_exceeded", "context deadline exceeded");
-  pproc_t *pp = sub->pp;
+  record_t *pp = sub->pp;
   if (!pp) return finish(sub, "aborted", "process record was discarded");
   int appended = 0;
   if (!sub->start_sent) {
@@ -132,30 +133,31 @@ static int events_pull(void *ud, dshd_stream_t *s) {
     sub->start_sent = 1;
     appended = 1;
   }
-  size_t budget = PSVC_PULL_BUDGET;
+  size_t budget = PROCESS_PULL_BUDGET;
   int ext = with_ext();
   while (budget) {
     int idx;
     const uint8_t *p;
     size_t n = next_chunk(sub, &idx, &p);
     if (!n) break;
-    char *dst = dshd_stream_reserve(s, dshd_pev_data_max(n));
+    char *dst = dshd_stream_reserve(s, dshd_procev_data_max(n));
     if (!dst) break; /* the stream is dropping the client */
     uint64_t off = sub->off[idx];
-    size_t len = dshd_pev_data(dst, pp->pty ? DSHD_PEV_PTY : idx, p, n, off, ext);
+    size_t len = dshd_procev_data(dst, pp->pty ? DSHD_PROCEV_PTY : idx, p, n, off, ext);
     dshd_stream_commit(s, len);
     sub->off[idx] = off + n;
     budget = n >= budget ? 0 : budget - n;
     appended = 1;
   }
-  pproc_resume(pp);
+  if (sub->lagging && caught_up(sub)) sub->lagging = 0; /* it reads again: it may hold back again */
+  record_resume(pp);
   if (pp->ended && caught_up(sub)) {
     dshd_stream_message(s, pp->end_json, pp->end_len);
     return finish(sub, NULL, NULL);
   }
   if (sub->keepalive_due) {
     sub->keepalive_due = 0;
-    if (!appended) dshd_stream_message(s, dshd_pev_keepalive, strlen(dshd_pev_keepalive));
+    if (!appended) dshd_stream_message(s, dshd_procev_keepalive, strlen(dshd_procev_keepalive));
     appended = 1;
   }
   if (appended) ev_timer_again(dshd_ev(), &sub->keepalive_t); /* idle time starts now */
@@ -165,16 +167,16 @@ static int events_pull(void *ud, dshd_stream_t *s) {
 /* --- group ------------------------------------------------------------------------------- */
 
 static int group_pull(void *ud, dshd_stream_t *s) {
-  psub_t *sub = ud;
+  subscriber_t *sub = ud;
   if (sub->finished) return 0;
   if (sub->deadline_hit) return finish(sub, "deadline_exceeded", "context deadline exceeded");
-  pproc_t *pp = sub->pp;
+  record_t *pp = sub->pp;
   /* A record only goes away once its group is empty. */
   int le = pp ? pp->leader_exited : 1, q = pp ? pp->quiescent : 1;
   int appended = 0;
   if (!sub->sent_any || le != sub->sent_le || q != sub->sent_q) {
     char buf[64];
-    size_t n = dshd_pev_group(buf, sizeof buf, le, q);
+    size_t n = dshd_procev_group(buf, sizeof buf, le, q);
     dshd_stream_message(s, buf, n);
     sub->sent_any = 1;
     sub->sent_le = le;
@@ -189,33 +191,45 @@ static int group_pull(void *ud, dshd_stream_t *s) {
 
 static void closed_cb(void *ud, dshd_stream_t *s, int client_gone) {
   (void)s, (void)client_gone;
-  psub_t *sub = ud;
+  subscriber_t *sub = ud;
   sub->finished = 1;
   stop_timers(sub);
-  if (sub->pp) pproc_detach(sub->pp, sub);
+  if (sub->pp) record_detach(sub->pp, sub);
   free(sub);
 }
 
-static const dshd_stream_ops_t events_ops = {events_pull, closed_cb};
-static const dshd_stream_ops_t group_ops = {group_pull, closed_cb};
+/* The client sent its end of file: a keepalive now (events), the state
+ * again (group), so that a client that is gone shows. */
+static void probe_cb(void *ud, dshd_stream_t *s) {
+  (void)s;
+  subscriber_t *sub = ud;
+  if (sub->kind == SUB_EVENTS)
+    sub->keepalive_due = 1;
+  else
+    sub->sent_any = 0;
+  subscriber_wake(sub);
+}
+
+static const dshd_stream_ops_t events_ops = {events_pull, closed_cb, probe_cb};
+static const dshd_stream_ops_t group_ops = {group_pull, closed_cb, probe_cb};
 
 static void keepalive_cb(struct ev_loop *ev, ev_timer *w, int revents) {
   (void)ev, (void)revents;
-  psub_t *sub = w->data;
+  subscriber_t *sub = w->data;
   sub->keepalive_due = 1;
-  psub_wake(sub);
+  subscriber_wake(sub);
 }
 
 static void deadline_cb(struct ev_loop *ev, ev_timer *w, int revents) {
   (void)ev, (void)revents;
-  psub_t *sub = w->data;
+  subscriber_t *sub = w->data;
   sub->deadline_hit = 1;
-  psub_wake(sub);
-  if (sub->pp) pproc_resume(sub->pp); /* it holds nothing back any more */
+  subscriber_wake(sub);
+  if (sub->pp) record_resume(sub->pp); /* it holds nothing back any more */
 }
 
-static psub_t *sub_new(pproc_t *pp, dshd_stream_t *s, int kind, dshd_err_t *err) {
-  psub_t *sub = calloc(1, sizeof *sub);
+static subscriber_t *sub_new(record_t *pp, dshd_stream_t *s, int kind, dshd_err_t *err) {
+  subscriber_t *sub = calloc(1, sizeof *sub);
   if (!sub) {
     dshd_errf(err, "resource_exhausted", "out of memory");
     return NULL;
@@ -233,15 +247,15 @@ static psub_t *sub_new(pproc_t *pp, dshd_stream_t *s, int kind, dshd_err_t *err)
     ev_timer_set(&sub->deadline_t, dsh_ms_to_ev(to), 0.);
     ev_timer_start(dshd_ev(), &sub->deadline_t);
   }
-  pproc_attach(pp, sub);
+  record_attach(pp, sub);
   return sub;
 }
 
-int psub_open_events(pproc_t *pp, dshd_stream_t *s, int from_start, const psub_resume_t *resume,
-                     dshd_err_t *err) {
-  psub_t *sub = sub_new(pp, s, PSUB_EVENTS, err);
+int subscriber_open_events(record_t *pp, dshd_stream_t *s, int from_start,
+                           const subscriber_resume_t *resume, dshd_err_t *err) {
+  subscriber_t *sub = sub_new(pp, s, SUB_EVENTS, err);
   if (!sub) return -1;
-  dshd_pev_replay_t replay[3];
+  dshd_procev_replay_t replay[3];
   memset(replay, 0, sizeof replay);
   const dshd_marks_t *mk = &pp->marks;
   if (from_start) {
@@ -254,22 +268,22 @@ int psub_open_events(pproc_t *pp, dshd_stream_t *s, int from_start, const psub_r
       if (from < r->start) from = r->start;
       if (from > r->total) from = r->total;
       sub->off[i] = from;
-      replay[n++] = (dshd_pev_replay_t){pp->pty ? DSHD_PEV_PTY : i, want, from};
+      replay[n++] = (dshd_procev_replay_t){pp->pty ? DSHD_PROCEV_PTY : i, want, from};
     }
     sub->mark = mk->tail;
   } else { /* envd: only what is produced from now on */
     for (int i = 1; i <= 2; i++) sub->off[i] = pp->out[i].ring.total;
     sub->mark = mk->head > mk->tail ? mk->head - 1 : mk->head;
   }
-  sub->start_len = dshd_pev_start(sub->start_json, sizeof sub->start_json, pp->pid,
-                                  replay[0].stream ? replay : NULL);
+  sub->start_len = dshd_procev_start(sub->start_json, sizeof sub->start_json, pp->pid,
+                                     replay[0].stream ? replay : NULL);
   dshd_stream_attach(s, &events_ops, sub);
   dshd_stream_wake(s);
   return 0;
 }
 
-int psub_open_group(pproc_t *pp, dshd_stream_t *s, dshd_err_t *err) {
-  psub_t *sub = sub_new(pp, s, PSUB_GROUP, err);
+int subscriber_open_group(record_t *pp, dshd_stream_t *s, dshd_err_t *err) {
+  subscriber_t *sub = sub_new(pp, s, SUB_GROUP, err);
   if (!sub) return -1;
   dshd_stream_attach(s, &group_ops, sub);
   dshd_stream_wake(s);
