@@ -21,7 +21,7 @@ end
 describe("dshd and ambiguous HTTP framing", function()
   local S, addr, T, dshd_pid
   setup(function()
-    D.isolate_state()
+    helpers.isolate_state()
     S = D.sandbox()
     addr = S:addr()
     T = "X-Access-Token: " .. S.token
@@ -29,7 +29,7 @@ describe("dshd and ambiguous HTTP framing", function()
   end)
   teardown(function()
     if S then S:kill() end
-    D.restore_state()
+    helpers.restore_state()
   end)
   before_each(helpers.snapshot)
   after_each(function()
@@ -124,7 +124,7 @@ describe("dshd and ambiguous HTTP framing", function()
       still_serving()
       -- and the same cost afterwards: nothing keeps spinning
       local c1 = cpu_s(dshd_pid)
-      D.eventually(function() return false end, 1000)
+      helpers.eventually(function() return false end, 1000)
       assert.is_true(cpu_s(dshd_pid) - c1 < 0.3, "dshd keeps using CPU")
       os.remove(S:home() .. "/chunky.txt")
     end)

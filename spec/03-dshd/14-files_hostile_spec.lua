@@ -81,13 +81,13 @@ end
 describe("dshd and files that would stall it", function()
   local S, addr
   setup(function()
-    D.isolate_state()
+    helpers.isolate_state()
     S = D.sandbox()
     addr = S:addr()
   end)
   teardown(function()
     if S then S:kill() end
-    D.restore_state()
+    helpers.restore_state()
   end)
   before_each(helpers.snapshot)
   after_each(function()

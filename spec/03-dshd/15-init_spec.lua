@@ -8,12 +8,12 @@ local helpers = require "helpers"
 describe("dshd POST /init", function()
   local S
   setup(function()
-    D.isolate_state()
+    helpers.isolate_state()
     S = D.sandbox()
   end)
   teardown(function()
     if S then S:kill() end
-    D.restore_state()
+    helpers.restore_state()
   end)
   before_each(helpers.snapshot)
   after_each(function()

@@ -20,7 +20,7 @@ local function run_dshd(args)
   local p = assert(proc.spawn { argv = argv, cwd = dir, stdin = "null", stdout = "null", stderr = "pipe",
     env = { PATH = "/usr/local/bin:/usr/bin:/bin", HOME = dir, LANG = "C.UTF-8" } })
   local err_task = async.run(function() return p:read_all("stderr") end)
-  local ready = D.eventually(function()
+  local ready = helpers.eventually(function()
     return helpers.read_file(dir .. "/ready") or not helpers.pid_alive(p.pid)
   end, 5000)
   if type(ready) == "string" then p:terminate(2000) end

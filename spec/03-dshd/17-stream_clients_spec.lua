@@ -72,13 +72,13 @@ end
 describe("dshd process streams and unusual clients", function()
   local S, addr
   setup(function()
-    D.isolate_state()
+    helpers.isolate_state()
     S = D.sandbox()
     addr = S:addr()
   end)
   teardown(function()
     if S then S:kill() end
-    D.restore_state()
+    helpers.restore_state()
   end)
   before_each(helpers.snapshot)
   after_each(function()

@@ -21,17 +21,17 @@ describe("dshd memory for exited processes", function()
   end
 
   it("lets go of argument vectors when processes exit (sandbox)", function()
-    D.isolate_state()
+    helpers.isolate_state()
     local S = D.sandbox()
     finally(function()
       S:kill()
-      D.restore_state()
+      helpers.restore_state()
     end)
     helpers.run(function()
       local pid = assert(D.dshd_pid(S.id))
       local c = S:client()
       run_to_end(c, { cmd = "true" })
-      D.eventually(function() return false end, 2500) -- a sweep hands warm-up garbage back
+      helpers.eventually(function() return false end, 2500) -- a sweep hands warm-up garbage back
       local before = assert(D.rss_kib(pid))
       local args = {}
       for i = 1, 100000 do args[i] = "x" end
@@ -43,7 +43,7 @@ describe("dshd memory for exited processes", function()
       local st = assert(D.open_stream(c, "/process.Process/Connect", { process = { tag = ("t"):rep(100000) } }))
       D.drain(st)
       c:close()
-      D.eventually(function() return false end, 2500)
+      helpers.eventually(function() return false end, 2500)
       local after = assert(D.rss_kib(pid))
       assert.is_true(after - before < 24 * 1024,
         string.format("RSS grew from %.1f to %.1f MiB", before / 1024, after / 1024))
@@ -63,7 +63,7 @@ describe("dshd memory for exited processes", function()
       local r = assert(p:wait())
       p:close()
       assert.equal("kept\n", r.stdout)
-      local gone = D.eventually(function()
+      local gone = helpers.eventually(function()
         local q, err = c:connect(pid)
         if q then q:close() end
         return not q and err
@@ -112,7 +112,7 @@ describe("dshd memory for exited processes", function()
       end)
       local pid = d.proc.pid
       run_to_end(c, { cmd = "true" })
-      D.eventually(function() return false end, 1500)
+      helpers.eventually(function() return false end, 1500)
       local idle = assert(D.rss_kib(pid))
       local async = require "dsh.async"
       local tasks = {}
@@ -126,7 +126,7 @@ describe("dshd memory for exited processes", function()
       end
       for i = 1, 50 do assert.equal(0, tasks[i]:await()) end
       local held = assert(D.rss_kib(pid))
-      D.eventually(function() return false end, 3000) -- expiry, then a sweep trims the heap
+      helpers.eventually(function() return false end, 3000) -- expiry, then a sweep trims the heap
       local after = assert(D.rss_kib(pid))
       assert.is_true(after - idle < 8 * 1024, string.format("idle %.1f MiB, with 50 records %.1f MiB, after "
         .. "expiry %.1f MiB", idle / 1024, held / 1024, after / 1024))
