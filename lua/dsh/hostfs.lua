@@ -2,7 +2,8 @@
 --
 -- statx (nanosecond times, device and inode, the same struct layout on every
 -- Linux architecture), readlink, exclusive creation with an exact mode,
--- chmod, mkdir, rename and unlink. Failures return nil, err with err.code
+-- chmod, mkdir, rename, unlink, and a bounded read that never follows a link
+-- (read_regular). Failures return nil, err with err.code
 -- "not_found" (ENOENT; for stat calls also ENOTDIR), "permission_denied"
 -- (EACCES, EPERM) or "io", err.message "<call>: <strerror>" and err.errno.
 -- Never raises on I/O failure; raises on misuse.
@@ -19,7 +20,8 @@ local AT_SYMLINK_NOFOLLOW = 0x100
 local STATX_BASIC_STATS = 0x7ff
 -- Generic Linux values, identical on x86-64 and arm64.
 local O_WRONLY, O_CREAT, O_EXCL, O_CLOEXEC = 1, 64, 128, 524288
-local ENOENT, EPERM, EACCES, ENOTDIR, EINTR = 2, 1, 13, 20, 4
+local O_RDONLY, O_NONBLOCK, O_NOFOLLOW, AT_EMPTY_PATH = 0, 2048, 131072, 0x1000
+local ENOENT, EPERM, EACCES, ENOTDIR, EINTR, ELOOP = 2, 1, 13, 20, 4, 40
 
 local S_IFMT, S_IFREG, S_IFDIR, S_IFLNK = 0xF000, 0x8000, 0x4000, 0xA000
 
@@ -142,6 +144,47 @@ function M.rename(from, to)
   check_path("rename", to)
   if C.rename(from, to) ~= 0 then return fail("rename", ffi.errno()) end
   return true
+end
+
+--- The content of path when it is a regular file of at most max_bytes,
+-- opened without following a final symbolic link (O_NOFOLLOW) and without
+-- blocking: a link, a FIFO, a device or a larger file is refused (err.code
+-- "io", the message says which), never followed, waited on or read. For the
+-- files that decide what the host trusts (the sandbox lifecycle's records).
+---@param path string
+---@param max_bytes integer
+---@return string|nil, dsh.Error?
+function M.read_regular(path, max_bytes)
+  check_path("read_regular", path)
+  if type(max_bytes) ~= "number" or max_bytes < 0 or max_bytes % 1 ~= 0 then
+    error("dsh.hostfs: read_regular: max_bytes must be a non-negative integer", 2)
+  end
+  local fd = C.open(path, bit.bor(O_RDONLY, O_NONBLOCK, O_NOFOLLOW, O_CLOEXEC))
+  if fd < 0 then
+    local e = ffi.errno()
+    if e == ELOOP then return nil, errors.new("io", path .. " is a symbolic link", { errno = e }) end
+    return fail("open", e)
+  end
+  local function refuse(msg)
+    C.close(fd)
+    return nil, errors.new("io", path .. " " .. msg)
+  end
+  if C.statx(fd, "", AT_EMPTY_PATH, STATX_BASIC_STATS, stx) ~= 0 then
+    local e = ffi.errno()
+    C.close(fd)
+    return fail("statx", e)
+  end
+  if bit.band(stx.stx_mode, S_IFMT) ~= S_IFREG then return refuse("is not a regular file") end
+  if tonumber(stx.stx_size) > max_bytes then return refuse("is larger than " .. max_bytes .. " bytes") end
+  -- Re-opening the descriptor's own /proc entry reads exactly the inode
+  -- checked above, whatever the path names by now.
+  local f = io.open("/proc/self/fd/" .. tonumber(fd), "rb")
+  if not f then return refuse("cannot be read through /proc/self/fd") end
+  local data = f:read(max_bytes + 1) or ""
+  f:close()
+  C.close(fd)
+  if #data > max_bytes then return nil, errors.new("io", path .. " is larger than " .. max_bytes .. " bytes") end
+  return data
 end
 
 function M.unlink(path)
