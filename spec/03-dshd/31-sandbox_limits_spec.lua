@@ -109,6 +109,37 @@ describe("local sandbox limits", function()
     end)
   end)
 
+  it("claims each sandbox's host uid machine-wide and takes over only a stale claim", function()
+    local uids = require "dsh.sandbox.uids"
+    if sys.getuid() ~= 0 then
+      assert.is_false(uids.dedicated()) -- the sandbox user is this host user
+      return
+    end
+    helpers.run(function()
+      local sb = assert(sandbox.create { network = false })
+      finally(function() sb:kill() end)
+      local uid = assert(state.read_meta(sb.id)).uid
+      assert.is_true(uids.ours(uid))
+      assert.equal(state.dir(sb.id) .. "\n", helpers.read_file(uids.CLAIMS .. "/" .. uid .. "/owner"))
+      -- held by a live sandbox: refused to anyone else
+      local ok, why = uids.claim(uid, "/nonexistent/other")
+      assert.is_nil(ok)
+      assert.equal("uid " .. uid .. " is held by " .. state.dir(sb.id), why)
+      -- a claim whose sandbox is gone is taken over, and released by its new owner
+      local stale = uid + 1 < uids.BASE + uids.COUNT and uid + 1 or uid - 1
+      assert(uids.claim(stale, "/nonexistent/gone"))
+      assert(uids.claim(stale, "/nonexistent/next"))
+      assert.equal("/nonexistent/next\n", helpers.read_file(uids.CLAIMS .. "/" .. stale .. "/owner"))
+      uids.release(stale, "/nonexistent/gone") -- not its claim any more: kept
+      assert.is_true(sys.exists(uids.CLAIMS .. "/" .. stale))
+      uids.release(stale, "/nonexistent/next")
+      assert.is_false(sys.exists(uids.CLAIMS .. "/" .. stale))
+      local dir = state.dir(sb.id)
+      assert(sb:kill())
+      assert.is_false(sys.exists(uids.CLAIMS .. "/" .. uid), "claim of " .. dir .. " left after kill")
+    end)
+  end)
+
   it("keeps a fork bomb inside maxProcesses while the host forks, and kill leaves no process", function()
     helpers.run(function()
       local sb = assert(sandbox.create { maxProcesses = 64, network = false })

@@ -46,6 +46,22 @@ assert(sb:kill())
     end)
   end)
 
+  it("refuses a state directory too long for its socket path, saying so", function()
+    helpers.run(function()
+      local sandbox = require "dsh.sandbox"
+      local sys = require "dsh.sysutil"
+      local saved = os.getenv("DSH_STATE_DIR")
+      local long = prefix .. "/" .. string.rep("d", 80)
+      sys.setenv("DSH_STATE_DIR", long)
+      local ok, err = sandbox.create { network = false }
+      sys.setenv("DSH_STATE_DIR", saved)
+      assert.is_nil(ok)
+      assert.same({ "failed_precondition", "the sandbox state directory " .. long .. "/sandboxes is too long for a "
+        .. "unix socket path (set DSH_STATE_DIR or XDG_STATE_HOME to a shorter one)" }, { err.code, err.message })
+      assert.is_false(sys.exists(long))
+    end)
+  end)
+
   it("requires neither ffi nor dsh._ffi in lua/dsh/sandbox", function()
     local dir = helpers.root .. "/lua/dsh/sandbox"
     local n = 0
