@@ -34,11 +34,13 @@ local function log(fmt, ...)
   io.stderr:flush()
 end
 
+-- Remove dshd's socket and ready file, and whatever the sandbox may have
+-- left in their place (never following a link); only when nothing runs.
 local function clear(id)
   local dir = state.dir(id)
   os.remove(state.socket(id))
-  os.remove(dir .. "/run/ready")
-  os.remove(dir .. "/run/dshd.sock")
+  sys.rm_rf(dir .. "/run/ready")
+  sys.rm_rf(dir .. "/run/dshd.sock")
 end
 
 -- Tasks (processes and threads) of uid on this host: RLIMIT_NPROC counts
@@ -176,9 +178,11 @@ local function main(id)
   p:wait_quiescent()
   p:close()
   for _, w in ipairs(watchers) do w:close() end
-  if not limits.remove(groups) then log("sandbox %s: cannot remove its cgroups", id) end
-  clear(id)
-  os.remove(dir .. "/runtime.json")
+  if ok then -- else the record stays, for the host to finish the job
+    if not limits.remove(groups) then log("sandbox %s: cannot remove its cgroups", id) end
+    clear(id)
+    os.remove(dir .. "/runtime.json")
+  end
 
   local idle = not stopping and st.exit_code == M.EXIT_IDLE
   log("sandbox %s stopped (%s)", id, stopping and "requested" or (idle and "idle timeout")

@@ -108,8 +108,13 @@ end
 --- Give the sandbox's writable directories to uid (recursively: a sandbox
 -- created before it had a uid of its own has files of the host's user).
 function M.chown(uid, paths, recursive)
-  local argv = { "chown" }
-  if recursive then argv[#argv + 1] = "-R" end
+  -- never through a link: the tree may hold links to host files planted by
+  -- the code that ran there
+  local argv = { "chown", "--no-dereference" }
+  if recursive then
+    argv[#argv + 1] = "-R"
+    argv[#argv + 1] = "-P"
+  end
   argv[#argv + 1] = uid .. ":" .. uid
   argv[#argv + 1] = "--"
   for _, p in ipairs(paths) do argv[#argv + 1] = p end
