@@ -6,7 +6,8 @@
 --     posix_spawn + waitpid (bench/baselines.c); also from a minimal C client
 --     (dshd's share), dsh.proc from Lua, with a user switch, against a dshd
 --     inside a local sandbox, and the floor any RPC pays here (GET /health
---     against a TCP ping-pong)
+--     against a TCP ping-pong); local sandbox create and kill, with and
+--     without network, against bubblewrap starting /bin/true
 --   2 the same round trip through the official E2B JS SDK (bench/node), which
 --     runs `/bin/bash -l -c CMD`, against dsh's client running the same
 --   3 1 GiB of stdout through dshd to the Lua client, against the same
@@ -36,6 +37,7 @@ local DSHD = BUILD .. "/bin/dshd"
 local BLOCKS, BLOCK_RUNS, WARMUP = 5, 200, 20 -- row 1: 1000 round trips per line
 local FLOOR_RUNS = 1000                       -- row 1: GET /health, TCP ping-pong
 local SANDBOX_RUNS = 500                      -- row 1, sandbox line
+local CREATE_RUNS = 15                        -- row 1, sandbox create/kill lines (each)
 local SDK_RUNS = 300                          -- row 2 (each line)
 local GIB = 1073741824
 local STREAM_REPS = 5                         -- row 3 (each line)
@@ -292,6 +294,36 @@ local function row1(A, B)
     cleanups[#cleanups] = nil
   else
     line { name = "  same, dshd in a local sandbox (bwrap)", value = "skipped: " .. tostring(serr) }
+    return rt
+  end
+
+  progress("1/5 ... local sandbox create and kill (%d of each kind, alternating)", CREATE_RUNS)
+  local bare, created, killed = {}, { [true] = {}, [false] = {} }, { [true] = {}, [false] = {} }
+  local bwrap = sys.which("bwrap") or "/usr/bin/bwrap"
+  for _ = 1, CREATE_RUNS do
+    local t0 = now()
+    local p = assert(proc.spawn { argv = { bwrap, "--unshare-all", "--ro-bind", "/usr", "/usr", "--symlink",
+      "usr/lib64", "/lib64", "--symlink", "usr/lib", "/lib", "--", "/usr/bin/true" }, env = ENV, stdout = "null" })
+    assert(p:wait().exit_code == 0, "bwrap /usr/bin/true failed")
+    p:close()
+    bare[#bare + 1] = (now() - t0) * 1000
+    for _, net in ipairs { true, false } do
+      t0 = now()
+      local s = assert(sandbox.create { timeoutMs = 600000, network = net })
+      created[net][#created[net] + 1] = (now() - t0) * 1000
+      t0 = now()
+      assert(s:kill())
+      killed[net][#killed[net] + 1] = (now() - t0) * 1000
+    end
+  end
+  bare = stats(bare)
+  local function vs(st) return string.format("%+.1f ms", st.median - bare.median) end
+  for _, net in ipairs { true, false } do
+    local c, k = stats(created[net]), stats(killed[net])
+    local what = net and "network = true" or "network = false"
+    line { name = "  local sandbox create, " .. what, value = ms(c), baseline = "bwrap /bin/true " .. ms(bare),
+      compare = vs(c) }
+    line { name = "  local sandbox kill, " .. what, value = ms(k), baseline = "bwrap /bin/true", compare = vs(k) }
   end
   return rt
 end

@@ -37,7 +37,8 @@ describe("dshd access token", function()
     local headers = {}
     if token then headers["X-Access-Token"] = token end
     if ctype then headers["Content-Type"] = ctype end
-    return assert(h:fetch { method = method, url = S.url .. path, headers = headers, body = body })
+    return assert(h:fetch { method = method, url = (S.url or "http://localhost") .. path, unix_socket = S.unix_socket,
+      headers = headers, body = body })
   end
 
   it("lets every kind of call through with the sandbox's token", function()

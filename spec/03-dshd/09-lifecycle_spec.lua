@@ -41,7 +41,9 @@ describe("local sandbox lifecycle", function()
       assert.matches("^[a-z0-9]+$", id)
       assert.equal(20, #id)
       assert.same({ id = id, state = "running", metadata = { owner = "spec" }, network = true,
-        timeout_ms = 300000, on_timeout = "kill", created_at = listed(id).created_at }, listed(id))
+        timeout_ms = 300000, on_timeout = "kill", created_at = listed(id).created_at,
+        limits = sb.limits }, listed(id))
+      assert.equal(1024, listed(id).limits.maxProcesses)
       assert.matches("^%d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%dZ$", listed(id).created_at)
       local c = sb.envd
       assert.same({ 0, "hi there\n", "" }, { sh(c, "echo $GREETING") })
@@ -290,27 +292,32 @@ describe("local sandbox isolation", function()
   it("with network=false has only loopback, cannot reach a host listener, and is served on a unix socket", function()
     helpers.run(function()
       local closed = assert(sandbox.create { network = false })
-      finally(function() sandbox.kill(closed.id) end)
       local cc = closed.envd
       assert.is_false(closed.network)
-      assert.is_truthy(cc.unix_socket)
-      assert.equal(state.dir(closed.id) .. "/run/dshd.sock", cc.unix_socket)
+      assert.equal(state.socket(closed.id), cc.unix_socket)
       assert.is_false(listed(closed.id).network)
       local open = S:test_client()
+      -- the host's loopback, with a dshd without a token on it
+      local host = D.bare()
+      finally(function() -- busted keeps one finally per test: this one, the last
+        open:close()
+        closed:close()
+        sandbox.kill(closed.id)
+        host.stop()
+      end)
       local function ifaces(client)
         local _, out = sh(client, "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort")
         return out
       end
       assert.equal("lo\n", ifaces(cc))
       assert.is_truthy(ifaces(open):find("\n", 4, true)) -- the shared sandbox sees more than lo
-      -- the shared sandbox's dshd listens on the host's loopback: reachable from
-      -- the networked sandbox, not from the closed one
-      local port = assert(S:addr():match(":(%d+)$"))
-      local probe = "exec 3<>/dev/tcp/127.0.0.1/" .. port .. " && echo connected"
-      assert.same({ 0, "connected\n", "" }, { sh(open, probe) })
-      local code, out, err = sh(cc, probe)
-      assert.same({ 1, "" }, { code, out })
-      assert.matches("Connection refused", err)
+      -- the host's loopback is reachable from neither sandbox
+      local probe = "exec 3<>/dev/tcp/" .. host.addr:gsub(":", "/") .. " && echo connected"
+      for _, c in ipairs { open, cc } do
+        local code, out, err = sh(c, probe)
+        assert.same({ 1, "" }, { code, out })
+        assert.matches("Connection refused", err)
+      end
       open:close()
       assert.is_true(closed:kill())
     end)

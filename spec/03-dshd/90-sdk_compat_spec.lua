@@ -1,6 +1,7 @@
 -- The official E2B JavaScript SDK against dshd in a real local sandbox:
 -- spec/03-dshd/compat/sdk_test.mjs (npm "e2b" 2.51.0, debug mode, envd URL
--- from E2B_SANDBOX_URL) covers commands, background commands with stdin,
+-- from E2B_SANDBOX_URL, here spec/fixtures/unix-bridge.mjs in front of the
+-- sandbox's unix socket) covers commands, background commands with stdin,
 -- kill, list, connect, timeouts, PTYs and every files API. The sandbox has an
 -- access token; the script hands it to the SDK's own `envdAccessToken`
 -- option (see the script's header), through the environment, never argv.
@@ -55,7 +56,13 @@ describe("official E2B SDK against dshd", function()
   it("passes every case of sdk_test.mjs", function()
     helpers.run(function()
       local env = base_env()
-      env.E2B_SANDBOX_URL = S.url
+      -- the SDK takes an http:// URL; the host reaches a local sandbox's dshd
+      -- through its unix socket only
+      local bridge = assert(proc.spawn { argv = { "node", helpers.root .. "/spec/fixtures/unix-bridge.mjs",
+        S.unix_socket }, env = base_env(), stdin = "pipe", stderr = "inherit" })
+      finally(function() bridge:close() end)
+      local port = assert(bridge:read(), "unix-bridge.mjs printed no port"):match("^(%d+)\n")
+      env.E2B_SANDBOX_URL = "http://127.0.0.1:" .. assert(port, "unix-bridge.mjs printed no port")
       env.DSH_ENVD_TOKEN = S.token
       local code, out, err = run({ "node", "sdk_test.mjs", S.id, "/home/user/sdk-compat" }, COMPAT, env)
       local report = out:match("\nREPORT (%b{})\n$")
@@ -83,6 +90,9 @@ describe("official E2B SDK against dshd", function()
       assert.is_nil(ok)
       assert.equal("not_found", serr.code)
       c:close()
+      bridge:close_stdin()
+      bridge:wait()
+      bridge:close()
     end)
   end)
 end)

@@ -110,9 +110,10 @@ function Shared:client(opts)
   return envd.client(o)
 end
 
---- host:port of the sandbox's TCP listener (nil for a unix-socket sandbox).
+--- Where raw requests reach the sandbox's dshd: host:port of a TCP listener,
+-- else the path of its unix socket (local sandboxes are reached only so).
 function Shared:addr()
-  return self.url and self.url:match("^http://(.*)$")
+  return self.url and self.url:match("^http://(.*)$") or self.unix_socket
 end
 
 --- Host path of the sandbox's home (/home/user inside).
