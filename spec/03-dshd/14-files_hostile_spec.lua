@@ -5,68 +5,26 @@
 -- ends with the connection closed, and a path component over 255 bytes is
 -- invalid_argument everywhere. Everything runs in a real local sandbox,
 -- except the sysfs file, which only the host has.
-local async = require "dsh.async"
-local bit = require "bit"
 local D = require "helpers.dshd"
-local ffi = require "ffi"
 local helpers = require "helpers"
+local sock = require "helpers.socket"
 local loop = require "dsh.loop"
 
--- Plain TCP client sockets (IPv4) through the FFI; spec files of this folder
--- that need them declare the same block once per busted run.
-if not pcall(ffi.typeof, "struct dshd_spec_sockaddr_in") then
-  ffi.cdef [[
-  struct dshd_spec_sockaddr_in { uint16_t family; uint16_t port; uint32_t addr; uint8_t zero[8]; };
-  struct dshd_spec_pollfd { int fd; short events; short revents; };
-  int socket(int domain, int type, int protocol);
-  int connect(int fd, const struct dshd_spec_sockaddr_in *a, uint32_t len);
-  long send(int fd, const void *buf, size_t n, int flags);
-  long recv(int fd, void *buf, size_t n, int flags);
-  int poll(struct dshd_spec_pollfd *fds, unsigned long n, int timeout);
-  int shutdown(int fd, int how);
-  int close(int fd);
-  int inet_pton(int af, const char *src, void *dst);
-  ]]
-end
-local function tcp_open(addr)
-  local host, port = addr:match("^(.*):(%d+)$")
-  local sa = ffi.new("struct dshd_spec_sockaddr_in")
-  sa.family = 2
-  sa.port = bit.bor(bit.rshift(tonumber(port), 8), bit.lshift(bit.band(tonumber(port), 255), 8))
-  assert(ffi.C.inet_pton(2, host, ffi.cast("char *", sa) + 4) == 1)
-  local fd = ffi.C.socket(2, 1, 0)
-  assert(fd >= 0 and ffi.C.connect(fd, sa, ffi.sizeof(sa)) == 0, "connect failed")
-  return fd
-end
-
---- Reads up to max bytes, waiting (in the loop) at most ms for the first;
--- returns the bytes ("" at EOF) or nil after the wait.
-local buf = ffi.new("char[65536]")
-local function recv_some(fd, max, ms)
-  local pfd = ffi.new("struct dshd_spec_pollfd", { fd = fd, events = 1 })
-  local deadline = loop.now_ms() + ms
-  while ffi.C.poll(pfd, 1, 0) == 0 do
-    if loop.now_ms() > deadline then return nil end
-    async.sleep(5)
-  end
-  local n = ffi.C.recv(fd, buf, math.min(max, 65536), 0)
-  return n > 0 and ffi.string(buf, n) or ""
-end
 
 --- A GET of path read to the end (or until ms pass without a byte):
 -- headers, the body bytes, and whether the server closed the connection.
 local function download(addr, token, path, ms, before_rest)
-  local fd = tcp_open(addr)
+  local fd = sock.open(addr)
   local req = D.request("GET", "/files?path=" .. path, { "X-Access-Token: " .. token })
-  assert(ffi.C.send(fd, req, #req, 0x4000) == #req)
-  local got = assert(recv_some(fd, 4096, 5000), "no answer")
-  while not got:find("\r\n\r\n", 1, true) do got = got .. assert(recv_some(fd, 4096, 5000)) end
+  sock.send(fd, req)
+  local got = assert(sock.recv_some(fd, 5000, 4096), "no answer")
+  while not got:find("\r\n\r\n", 1, true) do got = got .. assert(sock.recv_some(fd, 5000, 4096)) end
   local st, h = D.parse_response(got)
   local body = {got:sub(got:find("\r\n\r\n", 1, true) + 4)}
   if before_rest then before_rest() end
   local closed = false
   while true do
-    local b = recv_some(fd, 65536, ms)
+    local b = sock.recv_some(fd, ms, 65536)
     if not b then break end
     if b == "" then
       closed = true
@@ -74,7 +32,7 @@ local function download(addr, token, path, ms, before_rest)
     end
     body[#body + 1] = b
   end
-  ffi.C.close(fd)
+  sock.close(fd)
   return st, h, table.concat(body), closed
 end
 

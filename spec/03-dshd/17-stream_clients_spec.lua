@@ -7,65 +7,24 @@
 -- while a single slow client still loses nothing; and a client that really
 -- went away is still noticed at once. In a real local sandbox.
 local async = require "dsh.async"
-local bit = require "bit"
 local D = require "helpers.dshd"
-local ffi = require "ffi"
 local helpers = require "helpers"
+local sock = require "helpers.socket"
 local json = require "dsh.json"
 local loop = require "dsh.loop"
 
--- Plain TCP client sockets (IPv4) through the FFI; spec files of this folder
--- that need them declare the same block once per busted run.
-if not pcall(ffi.typeof, "struct dshd_spec_sockaddr_in") then
-  ffi.cdef [[
-  struct dshd_spec_sockaddr_in { uint16_t family; uint16_t port; uint32_t addr; uint8_t zero[8]; };
-  struct dshd_spec_pollfd { int fd; short events; short revents; };
-  int socket(int domain, int type, int protocol);
-  int connect(int fd, const struct dshd_spec_sockaddr_in *a, uint32_t len);
-  long send(int fd, const void *buf, size_t n, int flags);
-  long recv(int fd, void *buf, size_t n, int flags);
-  int poll(struct dshd_spec_pollfd *fds, unsigned long n, int timeout);
-  int shutdown(int fd, int how);
-  int close(int fd);
-  int inet_pton(int af, const char *src, void *dst);
-  ]]
-end
-
-local function tcp_open(addr)
-  local host, port = addr:match("^(.*):(%d+)$")
-  local sa = ffi.new("struct dshd_spec_sockaddr_in")
-  sa.family = 2
-  sa.port = bit.bor(bit.rshift(tonumber(port), 8), bit.lshift(bit.band(tonumber(port), 255), 8))
-  assert(ffi.C.inet_pton(2, host, ffi.cast("char *", sa) + 4) == 1)
-  local fd = ffi.C.socket(2, 1, 0)
-  assert(fd >= 0 and ffi.C.connect(fd, sa, ffi.sizeof(sa)) == 0, "connect failed")
-  return fd
-end
-
-local buf = ffi.new("char[65536]")
---- Bytes available within ms (waiting in the loop), "" at EOF, nil if none came.
-local function recv_some(fd, ms)
-  local pfd = ffi.new("struct dshd_spec_pollfd", { fd = fd, events = 1 })
-  local deadline = loop.now_ms() + ms
-  while ffi.C.poll(pfd, 1, 0) == 0 do
-    if loop.now_ms() > deadline then return nil end
-    async.sleep(5)
-  end
-  local n = ffi.C.recv(fd, buf, 65536, 0)
-  return n > 0 and ffi.string(buf, n) or ""
-end
 
 --- Opens a Start stream on a raw socket; returns the fd and the pid from
 -- the start event (the rest of the socket's bytes are not read).
 local function raw_start(addr, token, cmd, args, shut_wr)
-  local fd = tcp_open(addr)
+  local fd = sock.open(addr)
   local req = D.request("POST", "/process.Process/Start", { "X-Access-Token: " .. token,
     "Content-Type: application/connect+json" },
     D.envelope(0, json.encode { process = { cmd = cmd, args = args } }))
-  assert(ffi.C.send(fd, req, #req, 0x4000) == #req)
-  if shut_wr then assert(ffi.C.shutdown(fd, 1) == 0) end -- SHUT_WR: the client sends nothing more
+  sock.send(fd, req)
+  if shut_wr then sock.shutdown_write(fd) end -- SHUT_WR: the client sends nothing more
   local got = ""
-  while not got:find('"pid":%d+') do got = got .. assert(recv_some(fd, 5000), "no start event") end
+  while not got:find('"pid":%d+') do got = got .. assert(sock.recv_some(fd, 5000), "no start event") end
   return fd, tonumber(got:match('"pid":(%d+)')), got
 end
 
@@ -91,11 +50,11 @@ describe("dshd process streams and unusual clients", function()
       local fd, _, got = raw_start(addr, S.token, "/bin/sh", { "-c", "sleep 1; echo done" }, true)
       local parts = { got }
       while true do
-        local b = recv_some(fd, 8000)
+        local b = sock.recv_some(fd, 8000)
         if not b or b == "" then break end
         parts[#parts + 1] = b
       end
-      ffi.C.close(fd)
+      sock.close(fd)
       local st, _, body = D.parse_response(table.concat(parts))
       assert.equal(200, st)
       local envs = D.envelopes(assert(body, "the chunked body did not end"))
@@ -126,7 +85,7 @@ describe("dshd process streams and unusual clients", function()
       assert.equal("stdout", ev.stream)
       assert(c:send_signal(pid, "SIGKILL", { group = true }))
       p:close()
-      ffi.C.close(fd)
+      sock.close(fd)
     end)
   end)
 
@@ -158,7 +117,7 @@ describe("dshd process streams and unusual clients", function()
       async.sleep(2500)
       assert.is_true(helpers.pid_alive(d.proc.pid), "dshd went idle under a half-closed client's stream")
       -- closed (everything it was sent read, so only a FIN): noticed, and dshd goes idle
-      ffi.C.close(fd)
+      sock.close(fd)
       local t = loop.now_ms()
       local st = D.within(6000, "dshd's idle exit", function() return d.proc:wait() end)
       assert.equal(3, st.exit_code)
@@ -167,7 +126,7 @@ describe("dshd process streams and unusual clients", function()
       d.stop()
       d = D.bare({ "--idle-timeout-ms", "1500" }, { token = "t0k" })
       fd = raw_start(d.addr, "t0k", "sleep", { "300" })
-      ffi.C.close(fd)
+      sock.close(fd)
       t = loop.now_ms()
       st = D.within(6000, "dshd's idle exit", function() return d.proc:wait() end)
       assert.equal(3, st.exit_code)

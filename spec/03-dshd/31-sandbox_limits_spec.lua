@@ -154,7 +154,7 @@ describe("local sandbox limits", function()
       assert(sb.envd:send_signal(probe.pid, "SIGKILL", { group = true }))
       probe:close()
       assert.is_true(most <= 64, most .. " tasks in a sandbox limited to 64")
-      assert.is_truthy(D.eventually(function() return tasks(members(ns)) <= 8 end, 5000))
+      assert.is_truthy(helpers.eventually(function() return tasks(members(ns)) <= 8 end, 5000))
       -- then the real thing
       local before = tasks()
       local bomb = assert(sb.envd:start { cmd = "/bin/bash", args = { "-c", ":(){ :|:& };:" } })

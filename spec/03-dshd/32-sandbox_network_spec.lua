@@ -59,7 +59,7 @@ end
 describe("local sandbox network", function()
   local open, closed -- ids
   setup(function()
-    D.isolate_state()
+    helpers.isolate_state()
     helpers.run(function()
       local a = assert(sandbox.create {})
       local b = assert(sandbox.create { network = false })

@@ -18,12 +18,12 @@ end
 describe("local sandbox file system", function()
   local S
   setup(function()
-    D.isolate_state()
+    helpers.isolate_state()
     S = D.sandbox { network = false }
   end)
   teardown(function()
     if S then S:kill() end
-    D.restore_state()
+    helpers.restore_state()
   end)
   before_each(helpers.snapshot)
   after_each(function()

@@ -94,7 +94,8 @@ local function launch(id)
     DSH_STATE_DIR = sys.state_dir(),
   }
   -- the supervisor finds the core library as this process did
-  for _, name in ipairs { "DSH_LIB", "DSH_BUILD_DIR", "LD_LIBRARY_PATH" } do env[name] = os.getenv(name) end
+  env.DSH_LIB, env.DSH_BUILD_DIR = os.getenv("DSH_LIB"), os.getenv("DSH_BUILD_DIR")
+  env.LD_LIBRARY_PATH = os.getenv("LD_LIBRARY_PATH")
   local p, err = proc.spawn {
     -- setsid -f: the supervisor gets its own session and survives this process
     argv = { "setsid", "-f", "sh", "-c", 'exec "$0" -e "$1" >>"$2" 2>&1 </dev/null',
