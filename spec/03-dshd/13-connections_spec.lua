@@ -5,11 +5,10 @@
 -- its 401; and when dshd runs out of file descriptors it closes what it
 -- cannot serve and accepts again as soon as descriptors are free.
 local async = require "dsh.async"
-local bit = require "bit"
-local ffi = require "ffi"
 local D = require "helpers.dshd"
 local envd = require "dsh.envd"
 local helpers = require "helpers"
+local sock = require "helpers.socket"
 local loop = require "dsh.loop"
 local proc = require "dsh.proc"
 
@@ -64,31 +63,9 @@ local function limited_dshd(nofile, token)
   return d
 end
 
--- Plain TCP client sockets (IPv4) through the FFI; spec files of this folder
--- that need them declare the same block once per busted run.
-if not pcall(ffi.typeof, "struct dshd_spec_sockaddr_in") then
-  ffi.cdef [[
-  struct dshd_spec_sockaddr_in { uint16_t family; uint16_t port; uint32_t addr; uint8_t zero[8]; };
-  struct dshd_spec_pollfd { int fd; short events; short revents; };
-  int socket(int domain, int type, int protocol);
-  int connect(int fd, const struct dshd_spec_sockaddr_in *a, uint32_t len);
-  long send(int fd, const void *buf, size_t n, int flags);
-  long recv(int fd, void *buf, size_t n, int flags);
-  int poll(struct dshd_spec_pollfd *fds, unsigned long n, int timeout);
-  int shutdown(int fd, int how);
-  int close(int fd);
-  int inet_pton(int af, const char *src, void *dst);
-  ]]
-end
 local function tcp_open(addr, bytes)
-  local host, port = addr:match("^(.*):(%d+)$")
-  local sa = ffi.new("struct dshd_spec_sockaddr_in")
-  sa.family = 2
-  sa.port = bit.bor(bit.rshift(tonumber(port), 8), bit.lshift(bit.band(tonumber(port), 255), 8))
-  assert(ffi.C.inet_pton(2, host, ffi.cast("void *", ffi.cast("char *", sa) + 4)) == 1)
-  local fd = ffi.C.socket(2, 1, 0)
-  assert(fd >= 0 and ffi.C.connect(fd, sa, ffi.sizeof(sa)) == 0, "connect failed")
-  if bytes then assert(ffi.C.send(fd, bytes, #bytes, 0x4000) == #bytes) end -- MSG_NOSIGNAL
+  local fd = sock.open(addr)
+  if bytes then sock.send(fd, bytes) end
   return fd
 end
 
@@ -192,7 +169,7 @@ describe("dshd and connections that hold resources", function()
         local fds = {}
         for i = 1, 80 do fds[i] = tcp_open(d.addr, D.request("GET", "/health", {})) end
         async.sleep(500)
-        for _, fd in ipairs(fds) do ffi.C.close(fd) end
+        for _, fd in ipairs(fds) do sock.close(fd) end
         async.sleep(200)
         assert.equal(204, health(d.addr))
       end
