@@ -19,48 +19,31 @@
 -- Expected failures are nil, err with err.code one of M.codes; misuse raises.
 local async = require "dsh.async"
 local errors = require "dsh.errors"
+local ptyenv = require "dsh.pty.env"
+local signals = require "dsh.signals"
 
 local M = {}
 local MOD = "dsh.pty"
 
---- Every code this seam (and the sessions under it) returns.
-M.codes = {
-  OWNER_NOT_LIVE = "OWNER_NOT_LIVE",       -- the owner was closed (or its signal aborted)
-  NO_BACKEND = "NO_BACKEND",               -- no backend of that type
-  DUPLICATE_BACKEND = "DUPLICATE_BACKEND", -- a backend of that type exists
-  DUPLICATE_NAME = "DUPLICATE_NAME",       -- the owner has (or is spawning) a session of that name
-  NO_SESSION = "NO_SESSION",               -- no such session (or it was killed)
-  FOREIGN_SESSION = "FOREIGN_SESSION",     -- the session belongs to another owner
-  SEND_ACTIVE = "SEND_ACTIVE",             -- one send per session at a time
-  SERVICE_DISPOSING = "SERVICE_DISPOSING", -- the service is being disposed
-  PTY_CLOSING = "PTY_CLOSING",             -- the session is being closed
-  PTY_EXITED = "PTY_EXITED",               -- the shell has exited
-  PTY_ABORTED = "PTY_ABORTED",             -- a send's signal aborted before the write
-  PTY_STARTUP = "PTY_STARTUP",             -- the shell exited or never became ready at startup
-  PTY_TRANSPORT = "PTY_TRANSPORT",         -- invalid UTF-8, or the terminal's connection was lost
-  PTY_SIGNAL = "PTY_SIGNAL",               -- no foreground group to signal, or SIGKILL of the shell
-  PTY_CLEANUP = "PTY_CLEANUP",             -- closing left processes (named in the message)
-  PTY_BACKEND_CLEANUP = "PTY_BACKEND_CLEANUP", -- startup failed and so did its cleanup (both kept)
-  PTY_DISPOSE = "PTY_DISPOSE",             -- disposal could not close every session (all listed)
-  ABORTED = "ABORTED",                     -- the caller's signal aborted a spawn
-}
+--- Every code this seam (and the sessions under it) returns, by name: the
+-- catalogue's pty table (dsh.errors, where each is described) and ABORTED
+-- (the caller's signal aborted a spawn).
+M.codes = { ABORTED = "ABORTED" }
+for code in pairs(errors.CATALOGUE.pty) do M.codes[code] = code end
+setmetatable(M.codes, { __index = function(_, k) error(MOD .. ": no error code " .. tostring(k), 2) end })
 local codes = M.codes
 
 M.WAIT_REASONS = { "stdin_read", "inferred_idle", "timeout", "session_exit" }
 M.SIGNALS = { "SIGINT", "SIGTERM", "SIGKILL", "SIGTSTP", "SIGHUP" }
 
--- Signal numbers (Linux), in one place: a shell reports a job killed by
--- signal N as status 128 + N.
-local SIGNAL_NAMES = { [1] = "SIGHUP", [2] = "SIGINT", [3] = "SIGQUIT", [6] = "SIGABRT", [9] = "SIGKILL",
-  [13] = "SIGPIPE", [14] = "SIGALRM", [15] = "SIGTERM", [18] = "SIGCONT", [19] = "SIGSTOP", [20] = "SIGTSTP" }
-
---- "SIGTERM" for 15; nil when unknown.
+--- "SIGTERM" for 15 (dsh.signals: a shell reports a job killed by signal N
+-- as status 128 + N); nil when unknown.
 function M.signal_name(n)
-  return SIGNAL_NAMES[n]
+  return signals.name(n)
 end
 
 local function misuse(method, fmt, ...)
-  error(MOD .. ": " .. method .. ": " .. string.format(fmt, ...), 3)
+  errors.misuse(MOD, method .. ": " .. fmt, ...)
 end
 
 local function check_owner(method, owner)
@@ -181,7 +164,7 @@ function Service:spawn(owner, spec, signal)
     misuse("spawn", "spec.name must be a non-empty string")
   end
   if spec.cwd ~= nil and type(spec.cwd) ~= "string" then misuse("spawn", "spec.cwd must be a string") end
-  if spec.env ~= nil and type(spec.env) ~= "table" then misuse("spawn", "spec.env must be a table") end
+  ptyenv.check(MOD, spec.env) -- before anything is reserved for the session
   check_signal("spawn", signal)
   if self._disposing then return nil, errors.new(codes.SERVICE_DISPOSING, MOD .. ": the service is disposing") end
   if not self:_live(owner) then
@@ -463,10 +446,7 @@ M.provider = {
   inject = {},
   setup = function(scope)
     local svc = M.service()
-    scope:on_dispose(function()
-      local ok, err = svc:dispose()
-      if not ok then error(err, 0) end
-    end)
+    scope:on_dispose(function() return svc:dispose() end)
     return svc
   end,
 }

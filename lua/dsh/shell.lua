@@ -12,7 +12,8 @@
 -- even when one is detached.
 local async = require "dsh.async"
 local loop = require "dsh.loop"
-local subprocess = require "dsh.subprocess"
+local native = require "dsh.providers.subprocess_e2b.native"
+local proc = require "dsh.proc"
 local tty = require "dsh.tty"
 
 local M = {}
@@ -20,7 +21,8 @@ M.TAG = "dsh-shell"
 M.DETACH = "\29" -- Ctrl-]
 M.USAGE = "usage: dsh shell [--new] [--cwd DIR] ID"
 
-local SIGHUP, SIGTERM, SIGWINCH = 1, 15, 28
+-- this process's own signals (the host's numbers)
+local SIGHUP, SIGTERM, SIGWINCH = proc.signum("SIGHUP"), proc.signum("SIGTERM"), proc.signum("SIGWINCH")
 
 local function fail(msg)
   io.stderr:write("dsh shell: ", msg, "\n")
@@ -64,7 +66,7 @@ local function open(client, o, rows, cols)
     end
   end
   local s, err = client:start { cmd = "/bin/bash", args = { "-l" }, tag = M.TAG, cwd = o.cwd,
-    pty = { rows = rows, cols = cols }, env_scrub = subprocess.scrub_wire(),
+    pty = { rows = rows, cols = cols }, env_scrub = native.env_scrub(),
     envs = { TERM = os.getenv("TERM") or "xterm-256color", LANG = os.getenv("LANG") or "C.UTF-8" } }
   return s, false, err
 end

@@ -24,8 +24,7 @@ local info_buf = ffi.new("dsh_screen_info_t")
 
 local function dim(fn, what, v)
   if type(v) ~= "number" or v < 1 or v > M.MAX_DIM or v % 1 ~= 0 then
-    error(("%s: %s: %s must be an integer in [1, %d], got %s"):format(MOD, fn, what, M.MAX_DIM,
-      tostring(v)), 3)
+    errors.misuse(MOD, "%s: %s must be an integer in [1, %d], got %s", fn, what, M.MAX_DIM, tostring(v))
   end
   return v
 end
@@ -47,7 +46,7 @@ function M.new(rows, cols)
   dim("new", "cols", cols)
   local out = ffi.new("dsh_screen_t *[1]")
   local rc = C.dsh_screen_new(rows, cols, out)
-  if rc ~= 0 then error(MOD .. ": new: " .. select(2, F.status(rc)), 2) end
+  if rc ~= C.DSH_OK then errors.misuse(MOD, "new: %s", select(2, F.status(rc))) end
   return setmetatable({ _ptr = ffi.gc(out[0], C.dsh_screen_free) }, Screen)
 end
 
@@ -70,7 +69,7 @@ function Screen:resize(rows, cols)
   dim("resize", "rows", rows)
   dim("resize", "cols", cols)
   local rc = C.dsh_screen_resize(self._ptr, rows, cols)
-  if rc ~= 0 then error(MOD .. ": resize: " .. select(2, F.status(rc)), 2) end
+  if rc ~= C.DSH_OK then errors.misuse(MOD, "resize: %s", select(2, F.status(rc))) end
 end
 
 ---@class dsh.TermScreenInfo

@@ -36,7 +36,7 @@ end
 
 local function positive_int(fn, what, v, max)
   if type(v) ~= "number" or v < 1 or v % 1 ~= 0 or v > (max or 2 ^ 53 - 1) then
-    error(("%s: %s: %s must be a positive integer, got %s"):format(MOD, fn, what, tostring(v)), 3)
+    errors.misuse(MOD, "%s: %s must be a positive integer, got %s", fn, what, tostring(v))
   end
   return v
 end
@@ -56,7 +56,7 @@ function M.sanitizer(max_pending)
   positive_int("sanitizer", "maxPending", max_pending, 4294967295)
   local out = ffi.new("dsh_tsan_t *[1]")
   local rc = C.dsh_tsan_new(max_pending, out)
-  if rc ~= 0 then error(MOD .. ": sanitizer: " .. select(2, F.status(rc)), 2) end
+  if rc ~= C.DSH_OK then errors.misuse(MOD, "sanitizer: %s", select(2, F.status(rc))) end
   return setmetatable({ maxPending = max_pending, _ptr = ffi.gc(out[0], C.dsh_tsan_free) }, Sanitizer)
 end
 
@@ -103,7 +103,7 @@ function M.buffer(max_bytes, max_lines)
   if max_lines ~= nil then positive_int("buffer", "maxLines", max_lines) end
   local out = ffi.new("dsh_textbuf_t *[1]")
   local rc = C.dsh_textbuf_new(max_bytes, max_lines or 0, out)
-  if rc ~= 0 then error(MOD .. ": buffer: " .. select(2, F.status(rc)), 2) end
+  if rc ~= C.DSH_OK then errors.misuse(MOD, "buffer: %s", select(2, F.status(rc))) end
   return setmetatable({ maxBytes = max_bytes, maxLines = max_lines,
     _ptr = ffi.gc(out[0], C.dsh_textbuf_free) }, Buffer)
 end
@@ -113,7 +113,7 @@ end
 function Buffer:append(s)
   if #s == 0 then return end
   local rc = C.dsh_textbuf_append(self._ptr, s, #s)
-  if rc ~= 0 then error(MOD .. ": append: " .. select(2, F.status(rc)), 2) end
+  if rc ~= C.DSH_OK then errors.misuse(MOD, "append: %s", select(2, F.status(rc))) end
 end
 
 --- Everything held.

@@ -14,7 +14,6 @@ local ffi, C = F.ffi, F.C
 
 local M = {}
 local MOD = "dsh.tty"
-local EAGAIN, EEOF = -3, -19
 
 local size_r, size_c = ffi.new("uint16_t[1]"), ffi.new("uint16_t[1]")
 local n_p = ffi.new("size_t[1]")
@@ -29,7 +28,7 @@ end
 --- Raw mode on fd's terminal; returns the settings to restore, or nil, err.
 function M.raw(fd)
   local out = ffi.new("dsh_tty_t *[1]")
-  if C.dsh_tty_raw(fd, out) ~= 0 then return nil, errors.new("TTY", "fd " .. fd .. " is not a terminal") end
+  if C.dsh_tty_raw(fd, out) ~= C.DSH_OK then return nil, errors.new("TTY", "fd " .. fd .. " is not a terminal") end
   return { _ptr = out[0] }
 end
 
@@ -43,7 +42,7 @@ end
 
 --- rows, cols of fd's terminal, or nil.
 function M.size(fd)
-  if C.dsh_tty_size(fd, size_r, size_c) ~= 0 then return nil end
+  if C.dsh_tty_size(fd, size_r, size_c) ~= C.DSH_OK then return nil end
   return size_r[0], size_c[0]
 end
 
@@ -57,7 +56,7 @@ function M.reader(fd)
   errors.check(MOD, "reader: fd", fd, "number")
   local id = loop.new_id()
   local out = ffi.new("dsh_io_t *[1]")
-  if C.dsh_io_new(loop.ptr, id, fd, out) ~= 0 then error(MOD .. ": reader: cannot watch fd " .. fd, 2) end
+  if C.dsh_io_new(loop.ptr, id, fd, out) ~= C.DSH_OK then errors.misuse(MOD, "reader: cannot watch fd %d", fd) end
   C.dsh_fd_nonblock(fd, 1)
   local r = setmetatable({ fd = fd, id = id, _io = ffi.gc(out[0], C.dsh_io_free) }, Reader)
   loop.on(id, function()
@@ -74,9 +73,9 @@ end
 function Reader:read()
   while self._io do
     local rc = C.dsh_fd_read(self.fd, buf, BUF, n_p)
-    if rc == 0 then return ffi.string(buf, n_p[0]) end
-    if rc == EEOF then return nil end
-    if rc ~= EAGAIN then return nil, errors.new("TTY", "reading fd " .. self.fd .. " failed") end
+    if rc == C.DSH_OK then return ffi.string(buf, n_p[0]) end
+    if rc == C.DSH_EEOF then return nil end
+    if rc ~= C.DSH_EAGAIN then return nil, errors.new("TTY", "reading fd " .. self.fd .. " failed") end
     self._ready = async.future()
     C.dsh_io_start(self._io, 1)
     self._ready:await()

@@ -122,10 +122,7 @@ function M.setup(scope, cfg)
     Backend)
   local ok, err = ctx.pty:registerBackend(cfg.backendType, backend)
   if not ok then return nil, err end
-  scope:on_dispose(function()
-    local cok, cerr = ctx.pty:closeBackend(cfg.backendType, backend)
-    if not cok then error(cerr, 0) end
-  end)
+  scope:on_dispose(function() return ctx.pty:closeBackend(cfg.backendType, backend) end)
   return backend
 end
 

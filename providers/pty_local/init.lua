@@ -30,7 +30,9 @@ local M = {
 }
 local NAME, LABEL = M.name, "local PTY"
 local codes = pty.codes
-local SIGHUP, SIGKILL, SIGTERM, SIGCONT = 1, 9, 15, 18
+-- this host's numbers (a local backend: the core's table, dsh.proc)
+local SIGHUP, SIGKILL, SIGTERM, SIGCONT = proc.signum("SIGHUP"), proc.signum("SIGKILL"), proc.signum("SIGTERM"),
+  proc.signum("SIGCONT")
 
 -- /proc: fields of a process's stat after its command name.
 local function stat_fields(pid)
@@ -193,10 +195,7 @@ function M.setup(scope, cfg)
   local backend = setmetatable({ cfg = cfg, type = cfg.backendType, cwd = cfg.cwd or lfs.currentdir() }, Backend)
   local ok, err = svc:registerBackend(cfg.backendType, backend)
   if not ok then return nil, err end
-  scope:on_dispose(function()
-    local cok, cerr = svc:closeBackend(cfg.backendType, backend)
-    if not cok then error(cerr, 0) end
-  end)
+  scope:on_dispose(function() return svc:closeBackend(cfg.backendType, backend) end)
   return backend
 end
 

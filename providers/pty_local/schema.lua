@@ -3,19 +3,20 @@
 -- (absolute; default the current directory) and ambientEnv (the environment
 -- the scrub applies to; default this process's environment at each spawn).
 local config = require "dsh.pty.config"
+local errors = require "dsh.errors"
 
 local M = {}
 
 function M.validate(cfg)
   local out = config.validate("pty-local", cfg or {}, { cwd = true, ambientEnv = true })
   if out.cwd ~= nil and (type(out.cwd) ~= "string" or out.cwd:sub(1, 1) ~= "/" or out.cwd:find("%z")) then
-    error("pty-local: cwd must be an absolute path", 0)
+    errors.misuse("pty-local", "cwd must be an absolute path")
   end
   if out.ambientEnv ~= nil then
-    if type(out.ambientEnv) ~= "table" then error("pty-local: ambientEnv must be a table of strings", 0) end
+    if type(out.ambientEnv) ~= "table" then errors.misuse("pty-local", "ambientEnv must be a table of strings") end
     for k, v in pairs(out.ambientEnv) do
       if type(k) ~= "string" or type(v) ~= "string" then
-        error("pty-local: ambientEnv must map strings to strings", 0)
+        errors.misuse("pty-local", "ambientEnv must map strings to strings")
       end
     end
   end

@@ -1,8 +1,57 @@
 -- The terminal text bindings (dsh.termtext, dsh.termscreen): the sanitizer
 -- pins of reference §6.8 items 1-5 through Lua, the buffer's pages and
--- limits, the screen's snapshot, replies and reflow, and misuse.
+-- limits, the screen's snapshot, replies and reflow, and misuse; and where
+-- the terminal primitives live: declared from their headers (so the FFI
+-- contract's drift check covers them) and libvterm linked into libdsh.so only.
+local F = require "dsh._ffi"
+local check = require "dsh._ffi.check"
+local helpers = require "helpers"
 local termscreen = require "dsh.termscreen"
 local termtext = require "dsh.termtext"
+
+local function output(cmd)
+  local p = assert(io.popen(cmd))
+  local out = p:read("*a")
+  p:close()
+  return out
+end
+
+local function needed(path)
+  local out = output("readelf -d '" .. path .. "' 2>&1")
+  local list = {}
+  for lib in out:gmatch("%(NEEDED%)%s+Shared library: %[([^%]]+)%]") do list[#list + 1] = lib end
+  assert.is_true(#list > 0, "readelf listed no NEEDED entry of " .. path .. ":\n" .. out)
+  return table.concat(list, " ")
+end
+
+describe("the terminal primitives in the core", function()
+  it("are declared from their headers and checked by the FFI contract", function()
+    local seen = {}
+    for _, f in ipairs(check.parse_facts(output(helpers.bin("dsh-ffi-probe")))) do
+      seen[f.kind .. " " .. f.name .. (f.field and ("." .. f.field) or "")] = true
+    end
+    for _, fn in ipairs { "dsh_tsan_new", "dsh_tsan_feed", "dsh_textbuf_tail_lines", "dsh_screen_new",
+      "dsh_screen_text", "dsh_tty_raw", "dsh_tty_size", "dsh_fd_read" } do
+      assert.is_true(seen["func " .. fn], fn)
+    end
+    assert.is_true(seen["size struct dsh_screen_info"])
+    assert.is_true(seen["offset struct dsh_screen_info.changes"])
+    assert.is_true(seen["offset struct dsh_textbuf_stats.truncated"])
+    assert.is_true(seen["const DSH_TSAN_PROMPT_TEXT"])
+    assert.is_nil(F.cdefs:find("VTerm", 1, true)) -- libvterm's own types stay behind the wrapper
+  end)
+
+  it("link libvterm into libdsh.so only, never into dshd", function()
+    assert.matches("libvterm", needed(F.path))
+    assert.not_matches("vterm", needed(helpers.bin("dshd")))
+    local core = helpers.build .. "/lib/libdsh_core.a"
+    assert(helpers.read_file(core), "no " .. core .. ": build first")
+    local syms = output("nm -A '" .. core .. "' 2>&1")
+    assert.matches("termtext%.c%.o", syms)
+    assert.not_matches("termscreen", syms)
+    assert.not_matches("vterm_", syms)
+  end)
+end)
 
 describe("dsh.termtext", function()
   it("sanitizes as the reference pins", function()

@@ -13,18 +13,14 @@ local T = terminal.tools
 local function with_ctx(fn)
   helpers.run(function()
     local dir = helpers.tmpdir()
-    local ctx = context.new()
-    ctx:use(pty.provider)
-    ctx:use(require "dsh.providers.pty_local", { cwd = dir, pollIntervalMs = 25, idleSilenceMs = 1000,
-      timeoutMs = 10000, disposeGraceMs = 1000, cols = 200,
-      ambientEnv = { PATH = os.getenv("PATH") or "/usr/bin:/bin", HOME = dir, LANG = "C.UTF-8" } })
-    assert(ctx:start())
-    local agent = { id = "agent-1" }
-    local ok, err = xpcall(fn, debug.traceback, ctx, { agent = agent }, dir)
-    local dok, derr = ctx:dispose()
+    local ok, err = pcall(helpers.with_context, {
+      pty.provider,
+      { require "dsh.providers.pty_local", { cwd = dir, pollIntervalMs = 25, idleSilenceMs = 1000,
+        timeoutMs = 10000, disposeGraceMs = 1000, cols = 200,
+        ambientEnv = { PATH = os.getenv("PATH") or "/usr/bin:/bin", HOME = dir, LANG = "C.UTF-8" } } },
+    }, function(ctx) return fn(ctx, { agent = { id = "agent-1" } }, dir) end)
     helpers.rm_rf(dir)
     if not ok then error(err, 0) end
-    assert(dok, tostring(derr))
   end)
 end
 
@@ -92,7 +88,7 @@ describe("terminal tools", function()
         .. "send to finish (terminal_read shows its output) or terminal_signal INT)", terminal.render_error(err))
       text = assert(T.terminal_signal.run(ctx, { sessionId = "pty-1", signal = "INT" }, opts))
       assert.matches("^delivered SIGINT to foreground process group %d+$", text)
-      assert.truthy(require("helpers.e2b").eventually(function() return not ctx.pty:list(opts.agent)[1].busy end))
+      assert.truthy(helpers.eventually(function() return not ctx.pty:list(opts.agent)[1].busy end))
       -- a second session; the list
       assert(T.terminal_open.run(ctx, { type = "shell", name = json.null, cwd = json.null }, opts))
       assert.equal("pty-1 (main) [type: shell] running\npty-2 [type: shell] running",

@@ -21,10 +21,7 @@ local function factory_new(cfg)
   for k, v in pairs(SECRETS) do ambient[k] = v end
   for k, v in pairs(VISIBLE) do ambient[k] = v end
   cfg.cwd, cfg.ambientEnv = base, ambient
-  local ctx = context.new()
-  ctx:use(pty.provider)
-  ctx:use(require "dsh.providers.pty_local", cfg)
-  assert(ctx:start())
+  local ctx = helpers.start_context { pty.provider, { require "dsh.providers.pty_local", cfg } }
   return {
     ctx = ctx, sh = sh, secrets = SECRETS, visible = VISIBLE, base = base,
     dispose = function()
@@ -40,6 +37,36 @@ require("helpers.pty_contract")("pty-local", { new = factory_new, prefix = "pty-
 describe("pty-local", function()
   before_each(helpers.snapshot)
   after_each(helpers.assert_clean)
+
+  it("reports misuse at the caller's line, however deep the check sits", function()
+    local HERE = debug.getinfo(1, "S").short_src
+    local function raises_here(want, fn) -- fn written on one line
+      local info = debug.getinfo(fn, "S")
+      local ok, err = pcall(fn)
+      assert.is_false(ok, "no error raised: " .. want)
+      assert.equal(HERE .. ":" .. info.linedefined .. ": " .. want, err)
+    end
+    helpers.run(function()
+      local env = factory_new { pollIntervalMs = 25, idleSilenceMs = 1000, timeoutMs = 5000, disposeGraceMs = 1000 }
+      local ok, err = pcall(function()
+        local pty_ = env.ctx.pty
+        local a = { id = "a" }
+        local s = assert(pty_:spawn(a, { type = "shell" }))
+        raises_here("dsh.pty: read: count must be a positive safe integer",
+          function() pty_:read(a, s.id, { count = 0 }) end)
+        raises_here("dsh.pty: signal: expected SIGINT, SIGTERM, SIGKILL, SIGTSTP or SIGHUP, got QUIT",
+          function() pty_:signal(a, s.id, "QUIT") end)
+        raises_here("dsh.pty: resize: rows must be an integer in [1, 1000]", function() pty_:resize(a, s.id, 0, 80) end)
+        raises_here('dsh.pty: spawn: env name "A=B" is not a valid variable name',
+          function() pty_:spawn(a, { type = "shell", env = { ["A=B"] = "x" } }) end)
+        assert.same({ s.id }, { pty_:list(a)[1].id }) -- a refused spawn reserved nothing
+        raises_here("pty-local: rows must be a positive safe integer",
+          function() context.new():use(require "dsh.providers.pty_local", { rows = 0 }) end)
+      end)
+      env.dispose()
+      assert(ok, err)
+    end)
+  end)
 
   it("starts shells from outside any task (the REPL's way): the first prompt counts", function()
     local env = factory_new { pollIntervalMs = 25, idleSilenceMs = 1000, timeoutMs = 5000, disposeGraceMs = 1000 }

@@ -5,7 +5,7 @@
 -- gap reported, and sessions that never outlive ctx.e2b.
 local async = require "dsh.async"
 local context = require "dsh.context"
-local E = require "helpers.e2b"
+local D = require "helpers.dshd"
 local envd = require "dsh.envd"
 local ffi = require "ffi"
 local helpers = require "helpers"
@@ -33,25 +33,18 @@ local function shell_of(e2b)
   end
 end
 
-local function compose(e2b_use, cfg)
-  local ctx = context.new()
-  e2b_use(ctx)
-  ctx:use(require "dsh.providers.subprocess_e2b")
-  ctx:use(pty.provider)
-  ctx:use(require "dsh.providers.pty_e2b", cfg)
-  local ok, err = ctx:start()
-  if not ok then
-    ctx:dispose()
-    error("cannot start the context: " .. tostring(err), 0)
-  end
-  return ctx
+-- ctx.e2b from `owner` (a provider, or {provider, config}), then subprocess-e2b, ctx.pty and pty-e2b.
+local function compose(owner, cfg)
+  return helpers.start_context {
+    owner, require "dsh.providers.subprocess_e2b", pty.provider, { require "dsh.providers.pty_e2b", cfg },
+  }
 end
 
 -- A real local sandbox whose ambient environment holds secrets.
 local function sandbox_env(cfg, e2b_extra)
   local e2b_cfg = { envs = ambient() }
   for k, v in pairs(e2b_extra or {}) do e2b_cfg[k] = v end
-  local ctx = compose(function(c) c:use(e2b_provider, e2b_cfg) end, cfg)
+  local ctx = compose({ e2b_provider, e2b_cfg }, cfg)
   return {
     ctx = ctx, sh = shell_of(ctx.e2b), secrets = SECRETS, visible = VISIBLE, base = ctx.e2b.cwd,
     dispose = function() assert(ctx:dispose()) end,
@@ -66,15 +59,10 @@ local function compat_env(cfg)
     env = { PATH = "/usr/local/bin:/usr/bin:/bin", HOME = dir, LANG = "C.UTF-8" },
     stdout = "null", stderr = "null",
   })
-  local addr
-  for _ = 1, 1000 do
+  local addr = helpers.eventually(function()
     local s = helpers.read_file(dir .. "/ready")
-    if s and s:sub(-1) == "\n" then
-      addr = s:gsub("%s+$", "")
-      break
-    end
-    async.sleep(5)
-  end
+    return s and s:sub(-1) == "\n" and (s:gsub("%s+$", ""))
+  end, 5000, 5)
   assert(addr, "dshd --envd-compat did not become ready")
   local client = envd.client { url = "http://" .. addr }
   assert(client:init { envVars = ambient() })
@@ -92,7 +80,7 @@ local function compat_env(cfg)
       return service
     end,
   }
-  local ctx = compose(function(c) c:use(owner) end, cfg)
+  local ctx = compose(owner, cfg)
   return {
     ctx = ctx, sh = shell_of(ctx.e2b), secrets = SECRETS, visible = VISIBLE, base = cwd,
     dispose = function()
@@ -106,8 +94,8 @@ local function compat_env(cfg)
   }
 end
 
-setup(E.isolate_state)
-teardown(E.restore_state)
+-- Local sandboxes of this file live under an isolated $DSH_STATE_DIR.
+D.isolated_state()
 
 require("helpers.pty_contract")("pty-e2b on dshd", { new = sandbox_env, prefix = "pty-e2b", label = "E2B PTY" })
 require("helpers.pty_contract")("pty-e2b on stock envd (dshd --envd-compat)",
@@ -184,7 +172,7 @@ describe("pty-e2b", function()
       local s = assert(env.ctx.pty:spawn(owner, { type = "shell" }))
       local op = assert(env.ctx.pty:startSend(owner, s.id, { text = "sleep 0.2; head -c 3000000 /dev/zero | "
         .. "tr '\\0' x; echo; echo after-the-flood", submit = true }))
-      assert.is_truthy(E.eventually(function() return op._buf:text():find("head %-c 3000000") end, 5000))
+      assert.is_truthy(helpers.eventually(function() return op._buf:text():find("head %-c 3000000") end, 5000))
       s._drv._t._bp._stream:close()
       -- the host stalls (no loop turn, so no reconnect) while the shell prints 3 MB
       -- into dshd's 1 MiB replay ring; then the pump reconnects from its offset

@@ -4,16 +4,14 @@
 -- written in the terminal is what fs reads, and commands started in the
 -- terminal are in the same sandbox as Bash's.
 local async = require "dsh.async"
-local context = require "dsh.context"
-local E = require "helpers.e2b"
+local D = require "helpers.dshd"
 local helpers = require "helpers"
 local pty = require "dsh.pty"
 local terminal = require "dsh.tools.terminal"
 
 local AMBIENT = { NPM_TOKEN = "sentinel-secret", DSH_STALE = "sentinel-stale", KEEP = "visible" }
 
-setup(E.isolate_state)
-teardown(E.restore_state)
+D.isolated_state()
 
 describe("terminals in the composition", function()
   before_each(helpers.snapshot)
@@ -21,16 +19,15 @@ describe("terminals in the composition", function()
 
   it("steps A, 9, 10, 11 with fs and Bash on one sandbox, and the tools on top", function()
     helpers.run(function()
-      local ctx = context.new()
-      ctx:use(require "dsh.providers.e2b", { envs = AMBIENT, timeoutMs = 180000, onTimeout = "kill" })
-      ctx:use(require "dsh.providers.fs_e2b")
-      ctx:use(require "dsh.providers.subprocess_e2b")
-      ctx:use(require "dsh.providers.bash", { timeoutMs = 30000 })
-      ctx:use(pty.provider)
-      ctx:use(require "dsh.providers.pty_e2b", { pollIntervalMs = 25, idleSilenceMs = 1000, timeoutMs = 5000,
-        disposeGraceMs = 1000 })
-      assert(ctx:start())
-      local ok, err = xpcall(function()
+      helpers.with_context({
+        { require "dsh.providers.e2b", { envs = AMBIENT, timeoutMs = 180000, onTimeout = "kill" } },
+        require "dsh.providers.fs_e2b",
+        require "dsh.providers.subprocess_e2b",
+        { require "dsh.providers.bash", { timeoutMs = 30000 } },
+        pty.provider,
+        { require "dsh.providers.pty_e2b", { pollIntervalMs = 25, idleSilenceMs = 1000, timeoutMs = 5000,
+          disposeGraceMs = 1000 } },
+      }, function(ctx)
         local agent = { id = "agent-composition" }
         -- A: the environment scrub
         local a = assert(ctx.pty:spawn(agent, { type = "shell" }))
@@ -86,10 +83,7 @@ describe("terminals in the composition", function()
         assert.truthy(text:find("written-by-fs\ndsh> \n[wait: stdin_read]\n[session: running]", 1, true), text)
         assert.truthy(terminal.tools.terminal_list.run(ctx, {}, opts):find(id .. " (tools) [type: shell] running",
           1, true))
-      end, debug.traceback)
-      local dok, derr = ctx:dispose()
-      if not ok then error(err, 0) end
-      assert(dok, tostring(derr))
+      end)
     end)
   end)
 end)

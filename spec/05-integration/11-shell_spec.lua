@@ -3,7 +3,6 @@
 -- screen is read with capture-pane. Raw mode, resizing, detaching with
 -- Ctrl-], re-attaching with the scrollback replayed, and the exit status.
 local async = require "dsh.async"
-local E = require "helpers.e2b"
 local helpers = require "helpers"
 local proc = require "dsh.proc"
 local sandbox = require "dsh.sandbox"
@@ -29,7 +28,7 @@ local function screen(target)
 end
 
 local function wait_screen(target, text)
-  return E.eventually(function() return screen(target):find(text, 1, true) end, 10000)
+  return helpers.eventually(function() return screen(target):find(text, 1, true) end, 10000)
 end
 
 -- A pane running `dsh shell id`; its exit status goes to status_file.
@@ -41,10 +40,10 @@ local function pane(name, id, status_file)
   assert.equal(0, (tmux("new-session", "-d", "-s", name, "-x", "100", "-y", "30", cmd)))
 end
 
-setup(E.isolate_state)
+setup(helpers.isolate_state)
 teardown(function()
   helpers.run(function() tmux("kill-server") end)
-  E.restore_state()
+  helpers.restore_state()
 end)
 
 describe("dsh shell", function()
@@ -75,7 +74,7 @@ describe("dsh shell", function()
         assert.truthy(wait_screen("one", "32 120"), screen("one"))
         -- detach: the command ends with 0, the shell lives on
         tmux("send-keys", "-t", "one", "C-]")
-        assert.truthy(E.eventually(function() return helpers.read_file(dir .. "/status1") end, 10000))
+        assert.truthy(helpers.eventually(function() return helpers.read_file(dir .. "/status1") end, 10000))
         assert.equal("0\n", helpers.read_file(dir .. "/status1"))
         assert.truthy(screen("one"):find("detached; the shell keeps running", 1, true))
         local c = assert(sandbox.connect(id))
@@ -90,7 +89,7 @@ describe("dsh shell", function()
         assert.truthy(wait_screen("two", "after=130"), screen("two"))
         assert.truthy(screen("two"):find("hello-42", 1, true))
         tmux("send-keys", "-t", "two", "exit 5", "Enter")
-        assert.truthy(E.eventually(function() return helpers.read_file(dir .. "/status2") end, 10000))
+        assert.truthy(helpers.eventually(function() return helpers.read_file(dir .. "/status2") end, 10000))
         assert.equal("5\n", helpers.read_file(dir .. "/status2"))
       end, debug.traceback)
       tmux("kill-server")

@@ -21,15 +21,6 @@ local helpers = require "helpers"
 local DEFAULTS = { pollIntervalMs = 25, idleSilenceMs = 1000, timeoutMs = 10000, disposeGraceMs = 1000,
   rows = 24, cols = 200 }
 
-local function eventually(pred, ms)
-  local deadline = loop.now_ms() + (ms or 10000)
-  while not pred() do
-    if loop.now_ms() > deadline then return false end
-    async.sleep(10)
-  end
-  return true
-end
-
 local function merge(a, b)
   local out = {}
   for k, v in pairs(a) do out[k] = v end
@@ -232,7 +223,9 @@ return function(name, factory)
         assert.equal("PTY_ABORTED", err.code)
         assert.equal(prefix .. ": " .. label .. " send aborted before write", err.message)
         op = assert(env.pty:startSend(env.owner, s.id, { text = "echo partial; sleep 30", submit = true }))
-        assert.is_true(eventually(function() return op._buf:text():find("partial\n", 1, true) ~= nil end))
+        assert.is_true(helpers.eventually(function()
+          return op._buf:text():find("partial\n", 1, true) ~= nil
+        end, 10000))
         assert.truthy(op:readOutput():find("partial", 1, true))
         assert.is_true(op:cancel())
         r = assert(op:wait())

@@ -7,6 +7,8 @@
 -- shell gets; "dumb" as the reference sets), `maxPending` (the sanitizer's
 -- bound on a sequence held across chunks) and `rows`/`cols` at most 1000 (the
 -- screen's bound).
+local errors = require "dsh.errors"
+
 local M = {}
 
 M.DEFAULTS = {
@@ -30,6 +32,10 @@ M.NUMBERS = {
 }
 local MAX_SAFE = 2 ^ 53 - 1
 
+local function fail(prefix, msg)
+  errors.misuse(prefix, "%s", msg)
+end
+
 local function is_pos_int(v)
   return type(v) == "number" and v >= 1 and v <= MAX_SAFE and v % 1 == 0
 end
@@ -43,7 +49,7 @@ M.is_pos_int = is_pos_int
 ---@param extra table|nil
 ---@return table
 function M.validate(prefix, cfg, extra)
-  if type(cfg) ~= "table" then error(prefix .. ": config must be a table", 0) end
+  if type(cfg) ~= "table" then fail(prefix, "config must be a table") end
   local out = {}
   for k, v in pairs(cfg) do
     if M.DEFAULTS[k] == nil and k ~= "shell" and not (extra and extra[k]) then
@@ -55,24 +61,24 @@ function M.validate(prefix, cfg, extra)
     if out[k] == nil then out[k] = v end
   end
   if type(out.backendType) ~= "string" or out.backendType == "" then
-    error(prefix .. ": backendType must be a non-empty string", 0)
+    fail(prefix, "backendType must be a non-empty string")
   end
   for _, k in ipairs(M.NUMBERS) do
-    if not is_pos_int(out[k]) then error(prefix .. ": " .. k .. " must be a positive safe integer", 0) end
+    if not is_pos_int(out[k]) then fail(prefix, k .. " must be a positive safe integer") end
   end
   for _, k in ipairs { "rows", "cols" } do
-    if out[k] > 1000 then error(prefix .. ": " .. k .. " must be at most 1000", 0) end
+    if out[k] > 1000 then fail(prefix, k .. " must be at most 1000") end
   end
   if out.maxReadBytes > out.scrollbackMaxBytes then
-    error(prefix .. ": maxReadBytes must be at most scrollbackMaxBytes", 0)
+    fail(prefix, "maxReadBytes must be at most scrollbackMaxBytes")
   end
-  if type(out.term) ~= "string" or out.term == "" then error(prefix .. ": term must be a non-empty string", 0) end
+  if type(out.term) ~= "string" or out.term == "" then fail(prefix, "term must be a non-empty string") end
   local shell = out.shell or M.DEFAULT_SHELL
   if type(shell) ~= "table" or type(shell[1]) ~= "string" or shell[1] == "" then
-    error(prefix .. ": shell must be a non-empty list of strings (the shell's argv)", 0)
+    fail(prefix, "shell must be a non-empty list of strings (the shell's argv)")
   end
   for i = 1, #shell do
-    if type(shell[i]) ~= "string" then error(prefix .. ": shell must be a non-empty list of strings", 0) end
+    if type(shell[i]) ~= "string" then fail(prefix, "shell must be a non-empty list of strings") end
   end
   out.shell = { unpack(shell) }
   return out

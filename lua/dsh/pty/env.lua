@@ -8,6 +8,8 @@
 -- DSH_SESSION_ID=<owner id>, DSH_PTY_SESSION_ID=<session id>, and a
 -- PROMPT_COMMAND that prints the prompt marker `ESC ] 133;D;<$?> BEL`. Unlike
 -- the reference, the explicit env is applied (its README promised it).
+local errors = require "dsh.errors"
+
 local M = {}
 
 M.PS1 = "dsh> "
@@ -34,13 +36,13 @@ end
 --- Check a caller's env table: name -> string; raises naming what is wrong.
 function M.check(prefix, env)
   if env == nil then return nil end
-  if type(env) ~= "table" then error(prefix .. ": env must be a table of name = value", 4) end
+  if type(env) ~= "table" then errors.misuse(prefix, "spawn: env must be a table of name = value") end
   for k, v in pairs(env) do
     if type(k) ~= "string" or k == "" or k:find("[=%z]") then
-      error(string.format("%s: env name %q is not a valid variable name", prefix, tostring(k)), 4)
+      errors.misuse(prefix, "spawn: env name %q is not a valid variable name", tostring(k))
     end
     if type(v) ~= "string" or v:find("\0", 1, true) then
-      error(prefix .. ": env." .. k .. " must be a string without NUL bytes", 4)
+      errors.misuse(prefix, "spawn: env.%s must be a string without NUL bytes", k)
     end
   end
   return env

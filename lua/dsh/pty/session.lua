@@ -363,7 +363,7 @@ function Session:signal(name)
   local sig = type(name) == "string" and name:upper() or nil
   if sig and sig:sub(1, 3) ~= "SIG" then sig = "SIG" .. sig end
   if not SIGNALS[sig] then
-    error("dsh.pty: signal: expected SIGINT, SIGTERM, SIGKILL, SIGTSTP or SIGHUP, got " .. tostring(name), 3)
+    errors.misuse("dsh.pty", "signal: expected SIGINT, SIGTERM, SIGKILL, SIGTSTP or SIGHUP, got %s", tostring(name))
   end
   local label = self._prefix .. ": " .. self._label
   if self._closing then return nil, errors.new(codes.PTY_CLOSING, label .. " session is closing") end
@@ -387,7 +387,7 @@ end
 function Session:resize(rows, cols)
   for what, v in pairs { rows = rows, cols = cols } do
     if type(v) ~= "number" or v < 1 or v > 1000 or v % 1 ~= 0 then
-      error("dsh.pty: resize: " .. what .. " must be an integer in [1, 1000]", 3)
+      errors.misuse("dsh.pty", "resize: %s must be an integer in [1, 1000]", what)
     end
   end
   if self._closing or self._status.kind == "exited" then

@@ -12,8 +12,6 @@
 -- Results are at most maxResultBytes (opts.maxResultBytes, default 262144,
 -- at least 64) bytes, cut on UTF-8 boundaries, keeping the newest output.
 local errors = require "dsh.errors"
-local json = require "dsh.json"
-local utf8 = require "dsh.utf8"
 
 local M = {}
 
@@ -38,14 +36,15 @@ local function invalid(tool, msg)
   return nil, errors.new("INVALID_ARGUMENT", tool .. ": " .. msg)
 end
 
--- Checks input against the tool's schema: null is absent; returns a copy.
+-- Checks input against the tool's schema: null (a JSON decoder's null, a
+-- light userdata) is absent; returns a copy.
 local function check(tool, input)
   if type(input) ~= "table" then return invalid(tool.name, "input must be an object") end
   local out = {}
   for k, v in pairs(input) do
     local p = tool.parameters.properties[k]
     if not p then return invalid(tool.name, "unknown parameter " .. tostring(k)) end
-    if v ~= nil and v ~= json.null then
+    if v ~= nil and type(v) ~= "userdata" then
       local want = type(p.type) == "table" and p.type[1] or p.type
       local ok = (want == "integer" and type(v) == "number" and v % 1 == 0)
         or (want ~= "integer" and type(v) == want)
@@ -113,11 +112,24 @@ local function limit(opts)
   return math.max(M.MIN_RESULT_BYTES, n)
 end
 
+-- The last n bytes of s (valid UTF-8, as the seam returns), minus the rest
+-- of a code point they would cut.
+local function tail(s, n)
+  if n <= 0 then return "" end
+  local i = #s - n + 1
+  while i <= #s do
+    local b = s:byte(i)
+    if b < 0x80 or b >= 0xC0 then break end
+    i = i + 1
+  end
+  return s:sub(i)
+end
+
 -- body (cut to its newest bytes) followed by trailer, within max bytes.
 local function fit(body, trailer, max)
   local room = max - #trailer
   if #body <= room then return body .. trailer, false end
-  return utf8.tail(body, math.max(0, room)) .. trailer, true
+  return tail(body, room) .. trailer, true
 end
 
 local function status_text(st)
