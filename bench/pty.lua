@@ -158,7 +158,7 @@ local function row1()
     for off = 0, SAN_BYTES - #chunk, #chunk do ffi.copy(big + off, chunk, #chunk) end
     local copy = gbps_big(big, function(p, n) ffi.copy(dst, p, n) end)
     local ts_p = ffi.new("dsh_tsan_t *[1]")
-    assert(F.C.dsh_tsan_new(4096, ts_p) == 0)
+    assert(F.C.dsh_tsan_new(4096, ts_p) == F.C.DSH_OK)
     local core = gbps_big(big, function(p, n) F.C.dsh_tsan_feed(ts_p[0], p, n, dst, CHUNK + 1, n_p, fl_p) end)
     F.C.dsh_tsan_free(ts_p[0])
     local san = termtext.sanitizer(4096)
