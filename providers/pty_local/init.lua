@@ -165,7 +165,7 @@ end
 
 function Backend:_open(req)
   local cfg = self.cfg
-  local env = subprocess.compose_env(cfg.ambientEnv or subprocess.host_env(),
+  local env = subprocess.compose_env(cfg.ambientEnv or sysutil.environ(),
     ptyenv.explicit { owner_id = req.owner.id, session_id = req.id, term = cfg.term, env = req.env })
   local p, err = proc.spawn { argv = cfg.shell, env = env, cwd = resolve(self.cwd, req.cwd),
     pty = { rows = cfg.rows, cols = cfg.cols } }

@@ -68,6 +68,31 @@ describe("pty-local", function()
     end)
   end)
 
+  it("takes this process's environment, through the scrub, when no ambientEnv is given", function()
+    local sys = require "dsh.sysutil"
+    helpers.run(function()
+      assert(sys.setenv("PTY_SPEC_KEEP", "kept-value"))
+      assert(sys.setenv("PTY_SPEC_TOKEN", "sentinel-host-secret"))
+      local dir = helpers.tmpdir()
+      local ok, err = pcall(helpers.with_context, {
+        pty.provider,
+        { require "dsh.providers.pty_local", { cwd = dir, pollIntervalMs = 25, idleSilenceMs = 1000,
+          timeoutMs = 5000, disposeGraceMs = 1000 } },
+      }, function(ctx)
+        local a = { id = "a" }
+        local s = assert(ctx.pty:spawn(a, { type = "shell" }))
+        local r = assert(assert(ctx.pty:startSend(a, s.id, {
+          text = 'echo "K=<$PTY_SPEC_KEEP> T=<$PTY_SPEC_TOKEN> P=<$PWD>"', submit = true })):wait())
+        assert.truthy(r.viewport:find("K=<kept-value> T=<> P=<" .. dir .. ">", 1, true), r.viewport)
+        assert.is_true(ctx.pty:kill(a, s.id))
+      end)
+      sys.setenv("PTY_SPEC_KEEP", nil)
+      sys.setenv("PTY_SPEC_TOKEN", nil)
+      helpers.rm_rf(dir)
+      assert(ok, err)
+    end)
+  end)
+
   it("starts shells from outside any task (the REPL's way): the first prompt counts", function()
     local env = factory_new { pollIntervalMs = 25, idleSilenceMs = 1000, timeoutMs = 5000, disposeGraceMs = 1000 }
     local owner = { id = "repl" }
