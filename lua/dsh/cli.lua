@@ -6,6 +6,7 @@
 --   dsh sandbox list | connect ID | pause ID | kill ID
 --   dsh exec [--cwd DIR] [--env K=V]... [--timeout-ms N] ID -- CMD [ARGS...]
 --   dsh poc [--cloud]
+--   dsh shell [--new] [--cwd DIR] ID      (dsh.shell: an interactive terminal; Ctrl-] detaches)
 --
 -- Output is short: ids and states on stdout, problems on stderr with a
 -- non-zero exit status. exec streams the command's output as it arrives,
@@ -23,6 +24,7 @@ usage: dsh sandbox create [--timeout-ms N] [--on-timeout pause|kill] [--no-netwo
        dsh sandbox connect|pause|kill ID
        dsh exec [--cwd DIR] [--env K=V]... [--timeout-ms N] ID -- CMD [ARGS...]
        dsh poc [--cloud]
+       dsh shell [--new] [--cwd DIR] ID
 ]]
 
 local function fail(msg)
@@ -217,6 +219,7 @@ function M.main(argv)
       if cmd == "sandbox" then return sandbox_cmd(args) end
       if cmd == "exec" then return exec_cmd(args) end
       if cmd == "poc" then return require("dsh.poc").main(args) end
+      if cmd == "shell" then return require("dsh.shell").main(args) end
       if cmd == "help" or cmd == "--help" or cmd == "-h" then
         io.stdout:write(USAGE)
         return 0

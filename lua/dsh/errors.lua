@@ -12,8 +12,8 @@
 -- spec helpers watch every error made at run time (on_unknown_code).
 --
 -- Registering codes: a new seam or provider adds them, with what each means,
--- to its area's table below (one table per seam; the PTY, LSP and
--- code-runtime tables are reserved and empty). A code shared by several
+-- to its area's table below (one table per seam; the LSP and code-runtime
+-- tables are reserved and empty). A code shared by several
 -- areas is listed once, in the area that defines it.
 --
 -- Two vocabularies live side by side: dsh's codes are UPPER_CASE (the
@@ -53,6 +53,7 @@ M.CATALOGUE = {
     ENVELOPE = "a malformed Connect envelope",
     FRAME = "a malformed NDJSON-base64 frame",
     LSP_FRAME = "a malformed LSP Content-Length frame",
+    TTY = "the host's terminal refused a call (dsh.tty: not a terminal, a failed read)",
   },
   -- ctx.fs (dsh.fs; fs_local, fs_e2b). The first four are also its backend contract's.
   fs = {
@@ -88,8 +89,28 @@ M.CATALOGUE = {
     E2B_EXECUTABLE = "resolveExecutable found no single absolute path in the sandbox",
     E2B_SETUP = "the sandbox's working directories could not be prepared",
   },
-  -- ctx.pty (reserved: the PTY seam and its providers add their codes here).
+  -- ctx.pty (dsh.pty, dsh.pty.session; pty_local, pty_e2b) and the terminal tools.
   pty = {
+    OWNER_NOT_LIVE = "the owner was closed (or its signal aborted)",
+    NO_BACKEND = "no backend of the session type is registered",
+    DUPLICATE_BACKEND = "a backend of that type is registered already",
+    DUPLICATE_NAME = "the owner has (or is spawning) a session of that name",
+    NO_SESSION = "no such session (or it was killed)",
+    FOREIGN_SESSION = "the session belongs to another owner",
+    SEND_ACTIVE = "the session has an active send (one at a time)",
+    SERVICE_DISPOSING = "the PTY service is being disposed",
+    PTY_CLOSING = "the session (or its terminal) is being closed",
+    PTY_EXITED = "the shell has exited",
+    PTY_ABORTED = "a send's signal aborted before the write",
+    PTY_STARTUP = "the shell exited or never became ready at startup",
+    PTY_TRANSPORT = "invalid UTF-8 input, or the terminal's connection was lost",
+    PTY_SIGNAL = "no foreground group to signal, or SIGKILL aimed at the shell",
+    PTY_CLEANUP = "closing left processes behind (named in the message)",
+    PTY_BACKEND_CLEANUP = "startup failed and so did its cleanup (.spawnError and .cleanupError)",
+    PTY_DISPOSE = "disposal could not close every session (.errors lists each)",
+    TERMINAL_NO_AGENT = "a terminal tool was called without an initiating agent",
+    TERMINAL_UNAVAILABLE = "the context has no ctx.pty",
+    TERMINAL_FAILED = "a terminal tool's call failed without a code of its own",
   },
   -- ctx.lsp (reserved: the LSP seam and its providers add their codes here).
   lsp = {

@@ -157,9 +157,16 @@ local function steps(state)
   }
 end
 
+-- Steps of other parts (dsh.poc.<part>), run on the same composed context
+-- after the steps above and before the last one (disposal).
+M.PARTS = { "dsh.poc.pty" }
+
 local function run(opts)
   local state = { cloud = opts.cloud }
   local list = steps(state)
+  for _, part in ipairs(M.PARTS) do
+    for _, step in ipairs(require(part).steps(state)) do table.insert(list, #list, step) end
+  end
   print(string.format("dsh poc: one remote world on %s", state.cloud and "an E2B cloud sandbox" or "a local sandbox"))
   local total0 = loop.now_ms()
   local failed

@@ -42,8 +42,17 @@ function Backend:flavor(client)
   for _, name in ipairs(native.REQUIRED) do
     if not ext[name] then flavor = "envd" end
   end
-  self._flavor_of, self._flavor = client, flavor
+  self._flavor_of, self._flavor, self._ext = client, flavor, ext
   return flavor
+end
+
+--- Whether this sandbox's daemon advertises an extension (asked once).
+function Backend:has_extension(client, name)
+  if self._flavor_of ~= client then
+    local ok = self:flavor(client)
+    if not ok or not self._ext then return false end
+  end
+  return self._ext ~= nil and self._ext[name] == true
 end
 
 function Backend:start(spec)

@@ -9,6 +9,7 @@
 -- end event carries the exact exit signal. A dropped stream is resumed by
 -- byte offset (remote.lua).
 local async = require "dsh.async"
+local errors = require "dsh.errors"
 local loop = require "dsh.loop"
 local remote = require "dsh.providers.subprocess_e2b.remote"
 local subprocess = require "dsh.subprocess"
@@ -71,6 +72,32 @@ function Native:kill()
   local ok, err = self._client:send_signal(self.pid, "SIGKILL", { group = true })
   if not ok and err.code == "not_found" then return true end
   return ok, err
+end
+
+-- Terminals, with dshd's terminal-sessions extension: the foreground group
+-- and the session's other groups natively (no ps in the sandbox); without
+-- it, what stock envd gets (remote.lua runs ps/pkill in the sandbox).
+local function sessions(self)
+  return self._backend:has_extension(self._client, "terminal-sessions")
+end
+
+function Native:foreground()
+  if not sessions(self) then return remote.Proc.foreground(self) end
+  local st, err = self._client:group_status(self.pid)
+  if not st then return nil, err end
+  if not st.foreground_pgid then return nil, errors.new("not_found", "the terminal has no foreground process group") end
+  return st.foreground_pgid
+end
+
+function Native:signal_foreground(sig)
+  if not sessions(self) then return remote.Proc.signal_foreground(self, sig) end
+  return self._client:signal_terminal(self.pid, sig, { foreground = true })
+end
+
+function Native:kill_session()
+  if not sessions(self) then return remote.Proc.kill_session(self) end
+  self._client:signal_terminal(self.pid, "SIGKILL", { session = true })
+  return true
 end
 
 --- true once the group is empty (WatchGroup ends), false when signal

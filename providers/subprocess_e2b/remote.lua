@@ -159,6 +159,17 @@ function Proc:signal_foreground(sig)
   return fg
 end
 
+--- Terminals: the terminal's foreground process group (a command run in the sandbox).
+function Proc:foreground()
+  local r, err = self._backend.e2b:exec({ "/bin/bash", "-c", [[ps -o tpgid= -p "$1"]], "dsh-e2b", tostring(self.pid) })
+  if not r then return nil, err end
+  local fg = tonumber(r.stdout:match("%d+"))
+  if r.exit_code ~= 0 or not fg or fg <= 0 then
+    return nil, errors.new("not_found", "the terminal has no foreground process group")
+  end
+  return fg
+end
+
 --- Terminals: SIGKILL whatever is left in the session (job groups of a shell).
 function Proc:kill_session()
   local kill = [[pkill -KILL -s "$1"; exit 0]]

@@ -105,6 +105,12 @@ local function tpgid(pid)
   return tonumber(fields[6]) -- rest starts at field 3
 end
 
+function Proc:foreground()
+  local fg = tpgid(self.pid)
+  if not fg or fg <= 0 then return nil, errors.new("not_found", "the terminal has no foreground process group") end
+  return fg
+end
+
 function Proc:signal_foreground(sig)
   if not self._p then return nil, errors.new("SUBPROCESS_CLOSED", NAME .. ": the process was released") end
   local num = proc.signum(sig)

@@ -192,9 +192,17 @@ int dshd_process_init(json_t *body, dshd_err_t *err) __attribute__((weak));
  *                   also writes the stream's bytes to file P (created 0600 for
  *                   the process's user, parents made), stopping after N bytes,
  *                   as `head -c N` does (the host tells a complete spill from a
- *                   cut one by the stream's total, which it knows from offsets) */
-#define DSHD_EXTENSIONS \
-  "process-groups,group-signals,exit-signals,replay,quiescence,stream-input,env-scrub,spill"
+ *                   cut one by the stream's total, which it knows from offsets)
+ *   terminal-sessions  for PTY processes (session leaders): SendSignal
+ *                   "foreground": true signals the terminal's foreground process
+ *                   group and answers {"pgid":N}; "session": true signals every
+ *                   process group of the session (TERM also sends CONT);
+ *                   GroupStatus answers "foregroundPgid"; and quiescence
+ *                   (GroupStatus, WatchGroup) waits until the whole session,
+ *                   background jobs included, is gone */
+#define DSHD_EXTENSIONS                                                                       \
+  "process-groups,group-signals,exit-signals,replay,quiescence,stream-input,env-scrub,spill," \
+  "terminal-sessions"
 
 /* --- server streams (stream.c) ---------------------------------------------- */
 

@@ -260,13 +260,15 @@ static const dshd_enum_t g_signals_ext[] = {
 
 static int rpc_send_signal(dshd_req_t *r, json_t *req, json_t **resp, dshd_err_t *err) {
   (void)r;
-  int ext = ext_on(), group = 0;
+  int ext = ext_on(), group = 0, fg = 0, session = 0;
   int64_t grace_ms = 0;
   if (ext && (dshd_json_bool(req, "group", NULL, 0, &group, err) != 0 ||
-              dshd_json_int(req, "graceMs", "grace_ms", 0, &grace_ms, err) != 0))
+              dshd_json_int(req, "graceMs", "grace_ms", 0, &grace_ms, err) != 0 ||
+              dshd_json_bool(req, "foreground", NULL, 0, &fg, err) != 0 ||
+              dshd_json_bool(req, "session", NULL, 0, &session, err) != 0))
     return -1;
   /* A group outlives its leader: group signals reach lingering records too. */
-  record_t *pp = select_proc(req, !group, err);
+  record_t *pp = select_proc(req, !(group || session), err);
   if (!pp) return -1;
   const dshd_enum_t *names = ext ? g_signals_ext : g_signals_envd;
   int32_t sig;
@@ -278,6 +280,18 @@ static int rpc_send_signal(dshd_req_t *r, json_t *req, json_t **resp, dshd_err_t
       name = json_string_value(given); /* unknown name */
     if (name) return dshd_errf(err, "unimplemented", "invalid signal: %s", name);
     return dshd_errf(err, "unimplemented", "invalid signal: %d", (int)sig);
+  }
+  if (fg || session) { /* terminal-sessions: the foreground job, or every group of the session */
+    if (!pp->pty)
+      return dshd_errf(err, "failed_precondition", "process %d has no terminal", (int)pp->pid);
+    int32_t pgid = 0;
+    if (fg && (record_terminal_foreground(pp, &pgid, err) != 0)) return -1;
+    if (fg && kill(-pgid, sig) != 0)
+      return dshd_errf(err, "not_found", "process group %d is gone", (int)pgid);
+    if (session) record_session_signal(pp->pid, sig);
+    *resp = json_object();
+    if (fg) json_object_set_new(*resp, "pgid", json_integer(pgid));
+    return 0;
   }
   if (record_signal(pp, sig, group, sig == SIGTERM ? grace_ms : 0, err) != 0) return -1;
   *resp = json_object();
@@ -314,6 +328,10 @@ static int rpc_group_status(dshd_req_t *r, json_t *req, json_t **resp, dshd_err_
   *resp = json_object();
   json_object_set_new(*resp, "leaderExited", json_boolean(pp->leader_exited));
   json_object_set_new(*resp, "quiescent", json_boolean(pp->quiescent));
+  int32_t fg; /* terminal-sessions: the terminal's foreground process group */
+  dshd_err_t ignored;
+  if (pp->pty && pp->proc && record_terminal_foreground(pp, &fg, &ignored) == 0)
+    json_object_set_new(*resp, "foregroundPgid", json_integer(fg));
   return 0;
 }
 

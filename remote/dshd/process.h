@@ -2,8 +2,9 @@
  * RPC handlers and the route table), process_spawn.c (environment and spill
  * files for Start), process_record.c (the process records), process_output.c
  * and process_input.c (their output and input sides), process_streams.c (the
- * Start/Connect/WatchGroup streams attached to them) and process_events.c
- * (the JSON of stream messages). The server core sees only
+ * Start/Connect/WatchGroup streams attached to them), process_events.c (the
+ * JSON of stream messages) and process_terminal.c (a PTY record's terminal
+ * session: extension terminal-sessions). The server core sees only
  * dshd_process_routes and the hooks in dshd.h.
  *
  * A process record (record_t) owns one dsh_proc_t in manual_io mode: it reads
@@ -88,6 +89,8 @@ struct record {
   ev_timer kick_t; /* deferred work (drain reads, proc free) out of callbacks */
   ev_timer lag_t;  /* reading paused for a subscriber: does it starve another? */
   subscriber_t *subs;
+  ev_timer session_t; /* process_terminal.c: PTYs wait for their whole session to end */
+  int64_t session_delay_ms;
 };
 
 /* --- process_record.c ---------------------------------------------------------------- */
@@ -125,6 +128,21 @@ const char *record_errtext(int e);
  * terminate ladder. KILL/TERM also cancel reading once the leader is gone. */
 int record_signal(record_t *pp, int sig, int group, int64_t grace_ms, dshd_err_t *err);
 int record_resize(record_t *pp, uint32_t rows, uint32_t cols, dshd_err_t *err);
+/* The group (for a PTY: the session) has no member left: quiescent now. */
+void record_quiet(record_t *pp);
+
+/* --- process_terminal.c (extension terminal-sessions) ------------------------ */
+
+/* The foreground process group of a PTY record's terminal. */
+int record_terminal_foreground(record_t *pp, int32_t *pgid, dshd_err_t *err);
+/* sig (TERM also CONT) to every process group with a live member in session
+ * sid; returns how many groups were signalled. */
+int record_session_signal(int32_t sid, int sig);
+/* 1 when session sid has a live (not zombie) member. */
+int record_session_alive(int32_t sid);
+/* A PTY record's group is empty: when its session still has members, starts
+ * watching it and returns 1 (record_quiet follows once it is empty), else 0. */
+int record_session_wait(record_t *pp);
 
 /* --- process_record.c, for process_output.c ------------------------------------ */
 

@@ -101,6 +101,7 @@ static void remove_pp(record_t *pp) {
   ev_timer_stop(ev, &pp->linger_t);
   ev_timer_stop(ev, &pp->kick_t);
   ev_timer_stop(ev, &pp->lag_t);
+  ev_timer_stop(ev, &pp->session_t);
   record_input_drop(pp);
   for (int i = 1; i <= 2; i++) record_output_release(pp, i);
   if (pp->proc) dsh_proc_free(pp->proc); /* SIGKILLs a group still alive */
@@ -253,10 +254,15 @@ static void on_proc(void *ud, dsh_proc_t *p, uint32_t kind, int32_t status, int6
     record_wake_subs(pp);
     record_check_end(pp);
   } else if (kind == DSH_EV_PROC_QUIET) {
-    pp->quiescent = 1;
-    record_wake_subs(pp);
-    maybe_finalize(pp);
+    if (record_session_wait(pp)) return; /* a PTY: its session's other groups first */
+    record_quiet(pp);
   }
+}
+
+void record_quiet(record_t *pp) {
+  pp->quiescent = 1;
+  record_wake_subs(pp);
+  maybe_finalize(pp);
 }
 
 static void deadline_cb(struct ev_loop *ev, ev_timer *w, int revents) {

@@ -19,7 +19,7 @@
 --   dshd (C)      remote/dshd/           the sandbox daemon: links no Lua
 --
 -- Beside the path: the runtime (dsh.async, dsh.errors, dsh.signals) that every
--- layer may use, the application (bin/dsh, dsh.cli, dsh.poc) that may use
+-- layer may use, the application (bin/dsh, dsh.cli, dsh.poc, dsh.shell) that may use
 -- everything, and the façade (lua/dsh/init.lua) that loads modules on demand.
 --
 -- Every Lua file must belong to a layer (LAYERS: the first matching pattern
@@ -39,6 +39,7 @@ local layering = require "helpers.layering"
 local BINDINGS = {
   "loop", "http", "proc", "envelope", "frame", "lspframe", "base64", "utf8", "ledger", "sha256", "hostfs",
   "sysutil", "json", "envd_events", "termscreen", "termtext",
+  "tty", -- the host's own terminal (raw mode, window size, stdin on the loop) for `dsh shell`
 }
 
 local function binding_paths()
@@ -70,7 +71,8 @@ local LAYERS = {
   { name = "seam", paths = seam_paths() },
   { name = "envd client", paths = { "^lua/dsh/envd%.lua$", "^lua/dsh/envd/" } },
   { name = "local sandbox", paths = { "^lua/dsh/sandbox%.lua$", "^lua/dsh/sandbox/" } },
-  { name = "application", paths = { "^bin/dsh$", "^lua/dsh/cli%.lua$", "^lua/dsh/poc%.lua$", "^lua/dsh/poc/" } },
+  { name = "application", paths = { "^bin/dsh$", "^lua/dsh/cli%.lua$", "^lua/dsh/poc%.lua$", "^lua/dsh/poc/",
+    "^lua/dsh/shell%.lua$" } },
   { name = "local provider", paths = { "^providers/[%w_]+_local/", "^providers/e2b/local_backend%.lua$" } },
   { name = "provider", paths = {
     "^providers/e2b/", "^providers/[%w_]+_e2b/", "^providers/overlay/", "^providers/bash/",

@@ -270,6 +270,24 @@ function M.mixin(Client)
     return true
   end
 
+  --- dshd terminal-sessions: sig to a PTY process's terminal. opts.foreground:
+  -- to its foreground process group (returns that pgid); opts.session: to
+  -- every process group of its session (returns true). nil, err otherwise.
+  function Client:signal_terminal(pid, sig, opts)
+    local _, name = M.signal(sig)
+    local msg = { process = selector(pid), signal = "SIGNAL_" .. name }
+    if opts and opts.foreground then msg.foreground = true end
+    if opts and opts.session then msg.session = true end
+    local resp, err = self:call("/process.Process/SendSignal", msg, opts)
+    if not resp then return nil, err end
+    if msg.foreground then
+      local pg = tonumber(resp.pgid)
+      if not pg then return nil, errors.new("internal", "SendSignal answered without the pgid") end
+      return pg
+    end
+    return true
+  end
+
   function Client:update_pty(pid, rows, cols, opts)
     errors.check("dsh.envd", "update_pty: rows", rows, "number")
     errors.check("dsh.envd", "update_pty: cols", cols, "number")
@@ -284,7 +302,8 @@ function M.mixin(Client)
   function Client:group_status(pid, opts)
     local resp, err = self:call("/process.Process/GroupStatus", { process = selector(pid) }, opts)
     if not resp then return nil, err end
-    return { leader_exited = resp.leaderExited == true, quiescent = resp.quiescent == true }
+    return { leader_exited = resp.leaderExited == true, quiescent = resp.quiescent == true,
+      foreground_pgid = tonumber(resp.foregroundPgid) }
   end
 
   --- dshd: a stream of a process group's state, {leader_exited=, quiescent=}

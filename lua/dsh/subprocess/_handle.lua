@@ -21,6 +21,7 @@
 --   bp:remove(paths, dir)          delete spill files (and dir when given); errors ignored
 --   bp:resize(rows, cols)          terminals
 --   bp:signal_foreground(sig)      terminals: to the terminal's foreground process group → pgid | nil, err
+--   bp:foreground()                terminals: that process group → pgid | nil, err
 --   bp:kill_session()              terminals: SIGKILL whatever is left in the session (other job groups)
 --   bp:close()                     release everything (idempotent)
 --   backend:resolveExecutable(cmd), backend:dispose() (optional)

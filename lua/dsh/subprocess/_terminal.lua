@@ -14,6 +14,7 @@ local MOD = "dsh.subprocess"
 
 ---@class dsh.subprocess.Terminal
 ---@field pid integer  the session's process group id
+---@field lost integer  bytes of output lost across reconnects (beyond the daemon's replay window)
 ---@field done dsh.Future resolves {exitCode=, signal=}, or nil, err when the outcome was lost
 local Terminal = {}
 Terminal.__index = Terminal
@@ -24,11 +25,18 @@ end
 
 function Terminal.start(svc, o)
   local t = setmetatable({ pid = -1, done = async.future(), _svc = svc, _argv = o.argv, _grace = o.grace,
-    _out = output.pipe(), _released = async.future() }, Terminal)
+    _out = output.pipe(), _released = async.future(), lost = 0, _gaps = {}, _pushed = 0, _read = 0 }, Terminal)
   local bp, err = svc._backend:start {
     argv = o.argv, cwd = o.cwd, env = o.env, pty = o.pty, stdin = "pipe",
     stdout = { mode = "pipe" }, stderr = { mode = "pipe" },
-    on_data = function(_, bytes) t._out:push(bytes) end,
+    on_data = function(_, bytes)
+      t._pushed = t._pushed + #bytes
+      t._out:push(bytes)
+    end,
+    on_gap = function(_, n) -- a reconnect past the daemon's replay window
+      t.lost = t.lost + n
+      t._gaps[#t._gaps + 1] = { at = t._pushed, bytes = n }
+    end,
   }
   if not bp then return nil, err end
   t._bp, t.pid = bp, bp.pid
@@ -47,8 +55,23 @@ local function open(t, what)
 end
 
 --- The next bytes the terminal printed; nil at end; nil, err on failure.
+-- When output was lost before them (a reconnect past the replay window),
+-- first "", nil, <bytes lost>.
 function Terminal:read()
-  return self._out:read()
+  local g = self._gaps[1]
+  if g and g.at <= self._read then
+    table.remove(self._gaps, 1)
+    return "", nil, g.bytes
+  end
+  local s, err = self._out:read()
+  if s then self._read = self._read + #s end
+  return s, err
+end
+
+--- The terminal's foreground process group (the shell's running job, or
+-- the shell at its prompt), or nil, err.
+function Terminal:foreground()
+  return open(self, "foreground"):foreground()
 end
 
 --- Type bytes into the terminal.
@@ -87,6 +110,10 @@ function Terminal:_dispose_start()
     self._bp:signal("SIGHUP")
     self._bp:terminate(self._grace)
     self._out:close()
+    -- a job still holding the terminal keeps the stream open on a daemon
+    -- that does not end it with the leader (stock envd): kill it after the grace
+    async.timeout(self._grace, function(sig) return async.race_signal(self.done, sig) end)
+    if not self.done:done() then self._bp:kill_session() end
     self.done:await()
     self._bp:kill_session() -- job groups of the session outlive the leader's group
     local ok, err = handle.until_gone(function() return self._bp:wait_quiescent() end)
