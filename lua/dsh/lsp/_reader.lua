@@ -1,0 +1,238 @@
+--- dsh.lsp._reader: the host side of the source reader (remote/lsp/source-reader.lua).
+--
+-- The reader is one resident LuaJIT process per provider, started through
+-- the provider's ctx.subprocess (so it runs where the language servers run:
+-- in the sandbox for lsp-e2b, on the host for lsp-local) on first use and
+-- again after it died. Requests carry ids, so queries on different
+-- workspaces share it concurrently. Every response is checked here again:
+-- its shape ("reader returned an invalid response"), the byte count
+-- ("reader returned invalid bounded bytes"); UTF-8 is the caller's check.
+-- Tokens name content the reader sent before; they are scoped to one reader
+-- process (a generation), so a restarted reader never answers "same" for
+-- content it did not send.
+local async = require "dsh.async"
+local errors = require "dsh.errors"
+local lspframe = require "dsh.lspframe"
+
+local M = {}
+
+local HEADER_BYTES = 4096
+local STDERR_BYTES = 65536
+
+local function program_path()
+  local src = debug.getinfo(1, "S").source:match("^@(.*)$") or ""
+  local dir = src:match("^(.*)/[^/]*$") or "."
+  -- installed beside this module; in a source tree under remote/lsp
+  for _, p in ipairs { dir .. "/source-reader.lua", dir .. "/../../../remote/lsp/source-reader.lua" } do
+    local f = io.open(p, "rb")
+    if f then
+      local text = f:read("*a")
+      f:close()
+      return text
+    end
+  end
+  return nil
+end
+
+local PROGRAM
+
+--- The reader program's text (raises if it is missing from the installation).
+function M.program()
+  PROGRAM = PROGRAM or program_path()
+  if not PROGRAM then error("dsh.lsp: the source reader program (source-reader.lua) is not installed", 2) end
+  return PROGRAM
+end
+
+---@class dsh.lsp.Reader
+local Reader = {}
+Reader.__index = Reader
+Reader.__tostring = function(r)
+  return string.format("dsh.lsp.reader(%s, generation %d%s)", r._name, r._gen, r._closed and ", closed" or "")
+end
+
+---@class dsh.lsp.ReaderOpts
+---@field name string               message prefix (the provider's name)
+---@field subprocess table          ctx.subprocess of the provider
+---@field luajit string             the interpreter, as the subprocess world names it
+---@field cwd string|nil
+---@field maxBytes integer          the largest document any request will ask for
+---@field graceMs integer
+
+---@param o dsh.lsp.ReaderOpts
+---@return dsh.lsp.Reader
+function M.new(o)
+  return setmetatable({ _name = o.name, _o = o, _gen = 0, _next = 1 }, Reader)
+end
+
+local function invalid(self, what)
+  return errors.new("LSP_READER_FAILED", self._name .. ": source reader " .. what)
+end
+
+-- The running reader process, started if needed.
+function Reader:_proc()
+  local p = self._p
+  if p and not p.failed then return p end
+  if self._closed then return nil, errors.new("LSP_DISPOSED", self._name .. " provider is disposed") end
+  local h, err = self._o.subprocess:spawn {
+    argv = { self._o.luajit, "-e", M.program() }, cwd = self._o.cwd, graceMs = self._o.graceMs,
+    stdio = { stdin = "pipe", stdout = "pipe", stderr = { maxBytes = STDERR_BYTES } },
+  }
+  if not h then return nil, err end
+  self._gen = self._gen + 1
+  p = { h = h, gen = self._gen, pending = {}, decoder = lspframe.decoder(self._o.maxBytes + HEADER_BYTES) }
+  self._p = p
+  p.pump = async.run(Reader._pump, self, p)
+  return p
+end
+
+function Reader._fail(_, p, err)
+  if p.failed then return end
+  p.failed = err
+  for _, f in pairs(p.pending) do f:resolve(nil, err) end
+  p.pending = {}
+  p.decoder:close()
+  p.h:terminate()
+end
+
+local function stderr_tail(h)
+  local t = h.stderr and h.stderr:readFrom(0).text or ""
+  t = t:gsub("%s+$", "")
+  return t ~= "" and (": " .. t:sub(-500)) or ""
+end
+
+function Reader:_pump(p)
+  while not p.failed do
+    local chunk, rerr = p.h.stdout:read()
+    if p.failed then return end
+    if not chunk then
+      if rerr then return self:_fail(p, invalid(self, "failed: " .. tostring(rerr.message or rerr))) end
+      p.h.done:on_settle(function() end)
+      pcall(p.h.done.await, p.h.done)
+      return self:_fail(p, invalid(self, "exited" .. stderr_tail(p.h)))
+    end
+    local bodies, ferr, before = p.decoder:push(chunk)
+    for _, body in ipairs(bodies or before) do
+      local id, rest = body:match("^(%d+) (.*)$")
+      local f = id and p.pending[tonumber(id)]
+      if not f then return self:_fail(p, invalid(self, "returned an invalid response")) end
+      p.pending[tonumber(id)] = nil
+      f:resolve(rest)
+    end
+    if not bodies then
+      return self:_fail(p, invalid(self, "returned an invalid response (" .. ferr.message .. ")"))
+    end
+  end
+end
+
+-- One round trip: the response body after "<id> ", or nil, err. A reader
+-- that died before answering is restarted once.
+function Reader:_call(op, args, payload, signal)
+  for attempt = 1, 2 do
+    local p, err = self:_proc()
+    if not p then return nil, err end
+    local id = self._next
+    self._next = id + 1
+    local f = async.future()
+    p.pending[id] = f
+    local body = op .. " " .. id .. args .. "\n" .. payload
+    local ok, werr = p.h.stdin:write(lspframe.encode(body))
+    if not ok then self:_fail(p, invalid(self, "input failed: " .. tostring(werr and werr.message))) end
+    local res, rerr
+    if signal then
+      res, rerr = async.race_signal(f, signal)
+      if not f:done() then
+        p.pending[id] = nil
+        return nil, rerr
+      end
+    else
+      res, rerr = f:await()
+    end
+    if res then return res, p.gen end
+    if attempt == 2 or rerr.code ~= "LSP_READER_FAILED" or not p.failed then return nil, rerr end
+  end
+end
+
+---@class dsh.lsp.Resolved
+---@field kind "dir"|"file"|"other"|"error"
+---@field path string|nil     canonical path
+---@field message string|nil  why it did not resolve
+
+--- realpath(3) of each path (all must exist), with the type found there.
+---@param paths string[]
+---@param signal dsh.AbortSignal|nil
+---@return dsh.lsp.Resolved[]|nil, dsh.Error|nil
+function Reader:resolve(paths, signal)
+  local res, err = self:_call("resolve", "", table.concat(paths, "\0") .. "\0", signal)
+  if not res then return nil, err end
+  local body = res:match("^resolved\n(.*)$")
+  if not body then return nil, invalid(self, "returned an invalid response") end
+  local out = {}
+  for kind, value in body:gmatch("([^%z]*)%z([^%z]*)%z") do
+    if kind == "error" then
+      out[#out + 1] = { kind = kind, message = value }
+    elseif (kind == "dir" or kind == "file" or kind == "other") and value:sub(1, 1) == "/" then
+      out[#out + 1] = { kind = kind, path = value }
+    else
+      return nil, invalid(self, "returned an invalid response")
+    end
+  end
+  if #out ~= #paths then return nil, invalid(self, "returned an invalid response") end
+  return out
+end
+
+---@class dsh.lsp.Read
+---@field kind "ok"|"same"|"not-file"|"oversize"|"grew"|"open-error"
+---@field text string|nil     ok: the bytes (not yet checked for UTF-8)
+---@field token string|nil    ok, same: names this content for a later `have`
+---@field size integer|nil    oversize
+---@field message string|nil  open-error
+
+--- Read path (canonical) of at most max bytes; have: a token from an earlier
+--- read of the same path, answered "same" if the content still equals it.
+---@param path string
+---@param max integer
+---@param have string|nil
+---@param signal dsh.AbortSignal|nil
+---@return dsh.lsp.Read|nil, dsh.Error|nil
+function Reader:read(path, max, have, signal)
+  local want = "-"
+  if have then
+    local g, t = have:match("^(%d+):(%d+)$")
+    if self._p and tonumber(g) == self._p.gen and not self._p.failed then want = t end
+  end
+  local res, gen = self:_call("read", " " .. max .. " " .. want, path, signal)
+  if not res then return nil, gen end
+  local function tok(t) return gen .. ":" .. t end
+  local t, size, data = res:match("^ok (%d+) (%d+)\n(.*)$")
+  if t then
+    if #data ~= tonumber(size) or #data > max then return nil, invalid(self, "returned invalid bounded bytes") end
+    return { kind = "ok", text = data, token = tok(t) }
+  end
+  t = res:match("^same (%d+)\n$")
+  if t then
+    if t ~= want then return nil, invalid(self, "returned an invalid response") end
+    return { kind = "same", token = tok(t) }
+  end
+  if res == "not-file\n" then return { kind = "not-file" } end
+  if res == "grew\n" then return { kind = "grew" } end
+  size = res:match("^oversize (%d+)\n$")
+  if size then return { kind = "oversize", size = tonumber(size) } end
+  local msg = res:match("^open%-error\n(.*)$")
+  if msg then return { kind = "open-error", message = msg } end
+  return nil, invalid(self, "returned an invalid response")
+end
+
+--- Stop the reader process and wait until it is gone (idempotent).
+function Reader:close()
+  self._closed = true
+  local p = self._p
+  if not p then return true end
+  self:_fail(p, errors.new("LSP_DISPOSED", self._name .. " provider is disposed"))
+  p.h.stdin:close()
+  p.h.done:on_settle(function() end)
+  pcall(p.h.done.await, p.h.done)
+  p.h:waitForExit()
+  return true
+end
+
+return M
