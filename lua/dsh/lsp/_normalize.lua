@@ -151,7 +151,7 @@ local function flatten(server, list, uri, container, out, depth)
       end
       local cn, cok = opt_string(s.containerName)
       if not cok then return nil, malformed(server, "symbol result") end
-      sym.container = cn
+      sym.container = cn ~= "" and cn or nil
       out[#out + 1] = sym
     else -- DocumentSymbol
       sym.uri = uri

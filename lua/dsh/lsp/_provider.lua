@@ -139,7 +139,7 @@ function Provider:_evict(ws, inst)
 end
 
 -- One operation on a synced instance.
-function Provider:_run(inst, req, path, signal)
+function Provider:_run_op(inst, req, path, signal)
   local op = req.operation
   local u = self._o.uri_of(path)
   local doc = { uri = u }
@@ -201,6 +201,16 @@ function Provider:_run(inst, req, path, signal)
     return { kind = "diagnostics", diagnostics = list, settled = settled, uri = u }
   end
   error("dsh.lsp: unknown operation " .. tostring(op)) -- the seam checked it
+end
+
+-- A server that advertises a capability but answers "method not found"
+-- does not support the operation after all.
+function Provider:_run(inst, req, path, signal)
+  local res, err = self:_run_op(inst, req, path, signal)
+  if not res and err and err.rpcCode == -32601 then
+    return nil, E("LSP_UNSUPPORTED_OPERATION", "%s does not support %s (%s)", inst.name, req.operation, err.message)
+  end
+  return res, err
 end
 
 local function check(inst, op)
