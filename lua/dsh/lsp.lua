@@ -48,6 +48,8 @@ M.codes = {
 
 M.position = require "dsh.lsp.position"
 M.uri = require "dsh.lsp.uri"
+--- LSP SymbolKind names by number ("function" is 12).
+M.SYMBOL_KINDS = require("dsh.lsp._normalize").SYMBOL_KINDS
 
 --- Operations and whether they take a position.
 M.OPERATIONS = {
