@@ -57,6 +57,7 @@ end
 ---@field cwd string|nil
 ---@field maxBytes integer          the largest document any request will ask for
 ---@field graceMs integer
+---@field program string|nil        the program's text (default: M.program(); specs use others)
 
 ---@param o dsh.lsp.ReaderOpts
 ---@return dsh.lsp.Reader
@@ -74,7 +75,7 @@ function Reader:_proc()
   if p and not p.failed then return p end
   if self._closed then return nil, errors.new("LSP_DISPOSED", self._name .. " provider is disposed") end
   local h, err = self._o.subprocess:spawn {
-    argv = { self._o.luajit, "-e", M.program() }, cwd = self._o.cwd, graceMs = self._o.graceMs,
+    argv = { self._o.luajit, "-e", self._o.program or M.program() }, cwd = self._o.cwd, graceMs = self._o.graceMs,
     stdio = { stdin = "pipe", stdout = "pipe", stderr = { maxBytes = STDERR_BYTES } },
   }
   if not h then return nil, err end
@@ -88,7 +89,9 @@ end
 function Reader._fail(_, p, err)
   if p.failed then return end
   p.failed = err
-  for _, f in pairs(p.pending) do f:resolve(nil, err) end
+  for _, f in pairs(p.pending) do
+    if f then f:resolve(nil, err) end
+  end
   p.pending = {}
   p.decoder:close()
   p.h:terminate()
@@ -114,9 +117,9 @@ function Reader:_pump(p)
     for _, body in ipairs(bodies or before) do
       local id, rest = body:match("^(%d+) (.*)$")
       local f = id and p.pending[tonumber(id)]
-      if not f then return self:_fail(p, invalid(self, "returned an invalid response")) end
+      if f == nil then return self:_fail(p, invalid(self, "returned an invalid response")) end
       p.pending[tonumber(id)] = nil
-      f:resolve(rest)
+      if f then f:resolve(rest) end -- false: its caller gave up waiting
     end
     if not bodies then
       return self:_fail(p, invalid(self, "returned an invalid response (" .. ferr.message .. ")"))
@@ -128,6 +131,7 @@ end
 -- that died before answering is restarted once.
 function Reader:_call(op, args, payload, signal)
   for attempt = 1, 2 do
+    if signal and signal.aborted then return nil, async.abort_error(signal.reason) end
     local p, err = self:_proc()
     if not p then return nil, err end
     local id = self._next
@@ -141,7 +145,7 @@ function Reader:_call(op, args, payload, signal)
     if signal then
       res, rerr = async.race_signal(f, signal)
       if not f:done() then
-        p.pending[id] = nil
+        if p.pending[id] then p.pending[id] = false end
         return nil, rerr
       end
     else
