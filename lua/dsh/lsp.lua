@@ -14,7 +14,8 @@
 -- (→ {kind="hover", hover={contents, range?}|nil}); beyond the reference
 -- documentSymbol, workspaceSymbol (with `query`) (→ {kind="symbols",
 -- symbols}), incomingCalls, outgoingCalls (→ {kind="calls", direction, item,
--- calls}) and diagnostics (→ {kind="diagnostics", diagnostics, settled, uri};
+-- calls}) and diagnostics (→ {kind="diagnostics", diagnostics, settled, uri,
+-- resolvedWorkspaceUri};
 -- `waitMs` bounds the wait for the server to settle after the latest change).
 -- Positions are 0-based lines and UTF-16 columns (dsh.lsp.position converts
 -- from byte offsets of the caller's text). A request goes to the provider of

@@ -205,7 +205,7 @@ return function(name, factory)
         env.put("area.c", C_SOURCE)
         local d = assert(env.lsp:diagnostics("area.c", { workspaceRoot = env.root }))
         assert.same({ kind = "diagnostics", diagnostics = {}, settled = true,
-          uri = lsp.uri.from_path(env.root .. "/area.c") }, d)
+          uri = lsp.uri.from_path(env.root .. "/area.c"), resolvedWorkspaceUri = lsp.uri.from_path(env.root) }, d)
         local broken = C_SOURCE:gsub("return a %+", "return missing_thing + a +")
         assert(env.ctx.fs:writeText(env.root .. "/area.c", broken))
         d = assert(env.lsp:diagnostics("area.c", { workspaceRoot = env.root }))

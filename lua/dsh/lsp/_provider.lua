@@ -194,11 +194,13 @@ function Provider:_run_op(inst, req, path, signal)
       if err then return nil, err end
       local list, nerr = normalize.diagnostics(inst.name, type(res) == "table" and res.items or nil)
       if not list then return nil, nerr end
-      return { kind = "diagnostics", diagnostics = list, settled = true, uri = u }
+      return { kind = "diagnostics", diagnostics = list, settled = true, uri = u,
+        resolvedWorkspaceUri = self._o.uri_of(inst.workspace) }
     end
     local list, settled = inst:published(path, req.waitMs, signal)
     if not list then return nil, settled end
-    return { kind = "diagnostics", diagnostics = list, settled = settled, uri = u }
+    return { kind = "diagnostics", diagnostics = list, settled = settled, uri = u,
+      resolvedWorkspaceUri = self._o.uri_of(inst.workspace) }
   end
   error("dsh.lsp: unknown operation " .. tostring(op)) -- the seam checked it
 end

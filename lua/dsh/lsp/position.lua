@@ -13,6 +13,15 @@ local M = {}
 
 local find, byte, sub = string.find, string.byte, string.sub
 
+local function starts_of(fn, text, starts)
+  if type(text) ~= "string" then error("dsh.lsp.position: " .. fn .. ": text must be a string", 3) end
+  if starts == nil then return M.line_starts(text) end
+  if type(starts) ~= "table" then
+    error("dsh.lsp.position: " .. fn .. ": starts must be the table line_starts returned", 3)
+  end
+  return starts
+end
+
 --- UTF-16 code units of UTF-8 text: every lead byte counts one, a 4-byte
 --- lead one more.
 ---@param s string
@@ -102,7 +111,7 @@ end
 ---@param starts integer[]|nil from line_starts(text), to reuse
 ---@return string|nil
 function M.line_text(text, line, starts)
-  return (line_of(text, starts or M.line_starts(text), line))
+  return (line_of(text, starts_of("line_text", text, starts), line))
 end
 
 ---@class dsh.lsp.Position
@@ -116,7 +125,7 @@ end
 ---@param starts integer[]|nil
 ---@return integer
 function M.to_index(text, pos, starts)
-  starts = starts or M.line_starts(text)
+  starts = starts_of("to_index", text, starts)
   local s, first = line_of(text, starts, pos.line)
   if not s then return #text + 1 end
   return first + M.utf16_to_index(s, pos.character) - 1
@@ -128,7 +137,7 @@ end
 ---@param starts integer[]|nil
 ---@return dsh.lsp.Position
 function M.from_index(text, i, starts)
-  starts = starts or M.line_starts(text)
+  starts = starts_of("from_index", text, starts)
   -- binary search for the last line start <= i
   local lo, hi = 1, #starts
   while lo < hi do

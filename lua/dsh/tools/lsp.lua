@@ -251,7 +251,7 @@ function M.render(r, opts)
       if x.character ~= y.character then return x.character < y.character end
       return (SEVERITY_ORDER[a.severity] or 5) < (SEVERITY_ORDER[b.severity] or 5)
     end)
-    local name = shown(r.uri, nil)
+    local name = shown(r.uri, root)
     local lines = {}
     for _, d in ipairs(list) do
       local s = d.range.start
