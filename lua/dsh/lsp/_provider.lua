@@ -15,28 +15,25 @@
 --      once on a fresh one; a dead instance is always evicted afterwards.
 -- Operations beyond the reference (documentSymbol, workspaceSymbol, calls,
 -- diagnostics) follow the same steps.
+--
+-- A warm query overlaps these steps instead of paying for them one after the
+-- other: when the same (root, file) resolved before and its document is open
+-- unchanged in a live instance, the resolution, the read (answered "same"
+-- without the bytes) and the server's request are all sent at once. The
+-- answer is used only when the resolution came out as before and the content
+-- is still the one the server has; otherwise it is dropped and the query
+-- takes the steps in order, so every answer and every error is what the
+-- ordered steps give. Nothing new reaches the server before the checks pass.
 local async = require "dsh.async"
 local errors = require "dsh.errors"
 local instance = require "dsh.lsp._instance"
-local json = require "dsh.json"
-local normalize = require "dsh.lsp._normalize"
+local operations = require "dsh.lsp._operations"
 local queue = require "dsh.lsp._queue"
 local utf8 = require "dsh.utf8"
 
 local M = {}
 
--- The capability each operation needs.
-M.CAPABILITY = {
-  goToDefinition = "definitionProvider", findReferences = "referencesProvider",
-  goToImplementation = "implementationProvider", hover = "hoverProvider",
-  documentSymbol = "documentSymbolProvider", workspaceSymbol = "workspaceSymbolProvider",
-  incomingCalls = "callHierarchyProvider", outgoingCalls = "callHierarchyProvider",
-}
-
-local LOCATION_METHODS = {
-  goToDefinition = "textDocument/definition", findReferences = "textDocument/references",
-  goToImplementation = "textDocument/implementation",
-}
+M.MAX_KNOWN = 4096 -- remembered resolutions (for warm queries)
 
 ---@class dsh.lsp.Provider
 ---@field id string
@@ -66,8 +63,8 @@ function M.new(o)
     if type(ext) == "string" then lower[ext:lower()] = lang end
   end
   return setmetatable({
-    id = o.server.id, extensionToLanguage = o.server.extensionToLanguage, _language = lower,
-    _o = o, _prefix = o.prefix, _s = o.server, _pool = {}, _queue = queue.new(),
+    id = o.server.id, extensionToLanguage = o.server.extensionToLanguage, _language_of = lower,
+    _o = o, _prefix = o.prefix, _s = o.server, _pool = {}, _queue = queue.new(), _known = {}, _nknown = 0,
     _stop = async.controller(), -- aborts running queries when disposal cannot wait any longer
   }, Provider)
 end
@@ -138,125 +135,110 @@ function Provider:_evict(ws, inst)
   inst:dispose()
 end
 
--- One operation on a synced instance.
-function Provider:_run_op(inst, req, path, signal)
-  local op = req.operation
-  local u = self._o.uri_of(path)
-  local doc = { uri = u }
-  local method = LOCATION_METHODS[op]
-  if method then
-    local params = { textDocument = doc, position = req.position }
-    if op == "findReferences" then params.context = { includeDeclaration = true } end
-    local res, err = inst:request(method, params, signal)
-    if err then return nil, err end
-    local locs, nerr = normalize.locations(inst.name, res)
-    if not locs then return nil, nerr end
-    return { kind = "locations", locations = locs, resolvedWorkspaceUri = self._o.uri_of(inst.workspace) }
-  elseif op == "hover" then
-    local res, err = inst:request("textDocument/hover", { textDocument = doc, position = req.position }, signal)
-    if err then return nil, err end
-    local h, nerr = normalize.hover(inst.name, res)
-    if nerr then return nil, nerr end
-    return { kind = "hover", hover = h }
-  elseif op == "documentSymbol" or op == "workspaceSymbol" then
-    local res, err
-    if op == "documentSymbol" then
-      res, err = inst:request("textDocument/documentSymbol", { textDocument = doc }, signal)
-    else
-      res, err = inst:request("workspace/symbol", { query = req.query }, signal)
-    end
-    if err then return nil, err end
-    local syms, nerr = normalize.symbols(inst.name, res, u)
-    if not syms then return nil, nerr end
-    return { kind = "symbols", symbols = syms, resolvedWorkspaceUri = self._o.uri_of(inst.workspace) }
-  elseif op == "incomingCalls" or op == "outgoingCalls" then
-    local items, err = inst:request("textDocument/prepareCallHierarchy",
-      { textDocument = doc, position = req.position }, signal)
-    if err then return nil, err end
-    local out = { kind = "calls", direction = op == "incomingCalls" and "incoming" or "outgoing", calls = {},
-      resolvedWorkspaceUri = self._o.uri_of(inst.workspace) }
-    if items == nil then return out end
-    local item = type(items) == "table" and items[1]
-    if type(items) ~= "table" or (item ~= nil and not normalize.call_item(item)) then
-      return nil, errors.new("LSP_MALFORMED_RESPONSE", inst.name .. " returned a malformed call hierarchy item")
-    end
-    if item == nil then return out end
-    out.item = normalize.call_item(item)
-    local res, cerr = inst:request("callHierarchy/" .. op, { item = item }, signal)
-    if cerr then return nil, cerr end
-    local calls, nerr = normalize.calls(inst.name, res, op == "incomingCalls" and "from" or "to")
-    if not calls then return nil, nerr end
-    out.calls = calls
-    return out
-  elseif op == "diagnostics" then
-    if inst.capabilities.diagnosticProvider then
-      local res, err = inst:request("textDocument/diagnostic", { textDocument = doc }, signal)
-      if err then return nil, err end
-      local list, nerr = normalize.diagnostics(inst.name, type(res) == "table" and res.items or nil)
-      if not list then return nil, nerr end
-      return { kind = "diagnostics", diagnostics = list, settled = true, uri = u,
-        resolvedWorkspaceUri = self._o.uri_of(inst.workspace) }
-    end
-    local list, settled = inst:published(path, req.waitMs, signal)
-    if not list then return nil, settled end
-    return { kind = "diagnostics", diagnostics = list, settled = settled, uri = u,
-      resolvedWorkspaceUri = self._o.uri_of(inst.workspace) }
-  end
-  error("dsh.lsp: unknown operation " .. tostring(op)) -- the seam checked it
-end
-
--- A server that advertises a capability but answers "method not found"
--- does not support the operation after all.
 function Provider:_run(inst, req, path, signal)
-  local res, err = self:_run_op(inst, req, path, signal)
-  if not res and err and err.rpcCode == -32601 then
-    return nil, E("LSP_UNSUPPORTED_OPERATION", "%s does not support %s (%s)", inst.name, req.operation, err.message)
-  end
-  return res, err
-end
-
-local function check(inst, op)
-  local cap = M.CAPABILITY[op]
-  local v = cap and inst.capabilities[cap]
-  if cap and (v == nil or v == false or v == json.null) then
-    return nil, E("LSP_UNSUPPORTED_OPERATION", "%s does not support %s", inst.name, op)
-  end
-  if not inst:can_open() then
-    return nil, E("LSP_UNSUPPORTED_OPERATION", "%s does not support %s: it does not open documents "
-      .. "(textDocumentSync.openClose)", inst.name, op)
-  end
-  return true
+  return operations.run(inst, req, path, self._o.uri_of, signal)
 end
 
 local function transport_failure(inst, err)
   return inst.dead ~= nil and err ~= nil and err.code == "LSP_SERVER_FAILED"
 end
 
--- Steps 4 and 5 once the workspace's turn came.
-function Provider:_query_locked(req, ws, path, signal)
-  local pooled = self._pool[ws]
-  local have = pooled and not pooled.dead and pooled:token(path) or nil
-  local src, err = self:_read(req.filePath, path, have, signal)
-  if not src then return nil, err end
-  local ext = (req.filePath:match("(%.[^./]+)$") or ""):lower()
-  local language = self._language[ext] or "plaintext"
+function Provider:_language(file)
+  local ext = (file:match("(%.[^./]+)$") or ""):lower()
+  return self._language_of[ext] or "plaintext"
+end
+
+-- Step 5 with the source read: attempt 1 may have run already (first =
+-- {inst, res, err}, from a warm query); a transport failure of the
+-- instance is retried once on a fresh one.
+function Provider:_attempts(req, ws, path, src, signal, first)
+  local language = self:_language(req.filePath)
   for attempt = 1, 2 do
-    local inst, ierr = self:_instance(ws, signal)
-    if not inst then return nil, ierr end
-    local ok, cerr = check(inst, req.operation)
-    if not ok then return nil, cerr end
-    local synced, serr = inst:sync(path, language, src)
-    if synced == false then
-      src, err = self:_read(req.filePath, path, nil, signal) -- a fresh instance needs the text
-      if not src then return nil, err end
-      synced, serr = inst:sync(path, language, src)
+    local inst, res, rerr
+    if attempt == 1 and first then
+      inst, res, rerr = first.inst, first.res, first.err
+    else
+      local ierr
+      inst, ierr = self:_instance(ws, signal)
+      if not inst then return nil, ierr end
+      local ok, cerr = operations.check(inst, req.operation)
+      if not ok then return nil, cerr end
+      local synced, serr = inst:sync(path, language, src)
+      if synced == false then -- a fresh instance needs the text
+        local err
+        src, err = self:_read(req.filePath, path, nil, signal)
+        if not src then return nil, err end
+        synced, serr = inst:sync(path, language, src)
+      end
+      if synced then res, rerr = self:_run(inst, req, path, signal) else rerr = serr end
     end
-    local res, rerr
-    if synced then res, rerr = self:_run(inst, req, path, signal) else rerr = serr end
     if inst.dead then self:_evict(ws, inst) end
     if res then return res end
     if attempt == 2 or not transport_failure(inst, rerr) or (signal and signal.aborted) then return nil, rerr end
   end
+end
+
+-- Steps 2-5 in order.
+function Provider:_ordered(req, signal)
+  local ws, path = self:_resolve(req, signal)
+  if not ws then return nil, path end
+  local release, qerr = self._queue:acquire(ws, signal)
+  if not release then return nil, qerr end
+  local ok, r, e = pcall(function()
+    if self._disposed then return nil, E("LSP_DISPOSED", "%s provider is disposed", self._prefix) end
+    local pooled = self._pool[ws]
+    local have = pooled and not pooled.dead and pooled:token(path) or nil
+    local src, err = self:_read(req.filePath, path, have, signal)
+    if not src then return nil, err end
+    self:_remember(req, ws, path)
+    return self:_attempts(req, ws, path, src, signal)
+  end)
+  release()
+  if not ok then error(r, 0) end
+  return r, e
+end
+
+function Provider:_remember(req, ws, path)
+  local key = req.workspaceRoot .. "\0" .. req.filePath
+  if self._known[key] then return end
+  if self._nknown >= M.MAX_KNOWN then self._known, self._nknown = {}, 0 end
+  self._known[key] = { ws = ws, path = path }
+  self._nknown = self._nknown + 1
+end
+
+-- The warm query (see the top): the answer, or nil when the ordered steps must run.
+function Provider:_warm(req, signal)
+  local known = self._known[req.workspaceRoot .. "\0" .. req.filePath]
+  local inst = known and self._pool[known.ws]
+  if not inst or inst.dead or not inst:token(known.path) or not operations.check(inst, req.operation) then
+    return nil
+  end
+  local release = self._queue:acquire(known.ws, signal)
+  if not release then return nil end
+  local ok, done, v, verr = pcall(function()
+    local token = inst:token(known.path)
+    if self._disposed or self._pool[known.ws] ~= inst or inst.dead or not token then return nil end
+    local root, file = req.workspaceRoot, req.filePath
+    local abs = file:sub(1, 1) == "/" and file or (root:gsub("/+$", "") .. "/" .. file)
+    local reader = self._o.reader
+    if self._o.before_read then self._o.before_read(known.path) end
+    local checking = async.run(reader.check, reader, { root, abs }, known.path, self._s.maxDocumentBytes, token,
+      signal)
+    local running = async.run(self._run, self, inst, req, known.path, signal)
+    running:on_settle(function() end) -- dropped when the checks fail
+    local res, rd = checking:await()
+    if not (res and res[1].kind == "dir" and res[1].path == known.ws and res[2].kind == "file"
+      and res[2].path == known.path and rd and rd.kind == "same" and rd.token == token) then
+      return nil
+    end
+    local res1, err1 = running:await()
+    return true, self:_attempts(req, known.ws, known.path, { token = token }, signal,
+      { inst = inst, res = res1, err = err1 })
+  end)
+  release()
+  if not ok then error(done, 0) end
+  if done then return true, v, verr end
+  return nil
 end
 
 --- Answer a validated request (see dsh.lsp): a result, or nil, err.
@@ -270,18 +252,10 @@ function Provider:query(req, signal)
   local off1 = signal and signal:on_abort(function(r) ctl:abort(r) end)
   local off2 = self._stop.signal:on_abort(function(r) ctl:abort(r) end)
   local ok, res, err = pcall(function()
-    local ws, path = self:_resolve(req, ctl.signal)
-    if not ws then return nil, path end
-    local release, qerr = self._queue:acquire(ws, ctl.signal)
-    if not release then return nil, qerr end
-    if self._disposed then
-      release()
-      return nil, E("LSP_DISPOSED", "%s provider is disposed", self._prefix)
-    end
-    local okq, r, e = pcall(self._query_locked, self, req, ws, path, ctl.signal)
-    release()
-    if not okq then error(r, 0) end
-    return r, e
+    local done, r, e = self:_warm(req, ctl.signal)
+    if done then return r, e end
+    if ctl.signal.aborted then return nil, async.abort_error(ctl.signal.reason) end
+    return self:_ordered(req, ctl.signal)
   end)
   if off1 then off1() end
   off2()

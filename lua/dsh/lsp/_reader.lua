@@ -127,31 +127,46 @@ function Reader:_pump(p)
   end
 end
 
--- One round trip: the response body after "<id> ", or nil, err. A reader
--- that died before answering is restarted once.
-function Reader:_call(op, args, payload, signal)
+-- Round trips written at once (one write: one transfer to the reader):
+-- reqs = {{op, args, payload}, ...} → the response bodies after "<id> " in
+-- order, and the reader's generation; or nil, err. A reader that died before
+-- answering is restarted once.
+function Reader:_calls(reqs, signal)
   for attempt = 1, 2 do
     if signal and signal.aborted then return nil, async.abort_error(signal.reason) end
     local p, err = self:_proc()
     if not p then return nil, err end
-    local id = self._next
-    self._next = id + 1
-    local f = async.future()
-    p.pending[id] = f
-    local body = op .. " " .. id .. args .. "\n" .. payload
-    local ok, werr = p.h.stdin:write(lspframe.encode(body))
-    if not ok then self:_fail(p, invalid(self, "input failed: " .. tostring(werr and werr.message))) end
-    local res, rerr
-    if signal then
-      res, rerr = async.race_signal(f, signal)
-      if not f:done() then
-        if p.pending[id] then p.pending[id] = false end
-        return nil, rerr
-      end
-    else
-      res, rerr = f:await()
+    local frames, ids, futures = {}, {}, {}
+    for i, r in ipairs(reqs) do
+      local id = self._next
+      self._next = id + 1
+      ids[i], futures[i] = id, async.future()
+      p.pending[id] = futures[i]
+      frames[i] = lspframe.encode(r[1] .. " " .. id .. r[2] .. "\n" .. r[3])
     end
-    if res then return res, p.gen end
+    local ok, werr = p.h.stdin:write(table.concat(frames))
+    if not ok then self:_fail(p, invalid(self, "input failed: " .. tostring(werr and werr.message))) end
+    local out, rerr = {}, nil
+    for i, f in ipairs(futures) do
+      local res, e
+      if signal then
+        res, e = async.race_signal(f, signal)
+        if not f:done() then
+          for j = i, #ids do
+            if p.pending[ids[j]] then p.pending[ids[j]] = false end
+          end
+          return nil, e
+        end
+      else
+        res, e = f:await()
+      end
+      if not res then
+        rerr = e
+        break
+      end
+      out[i] = res
+    end
+    if not rerr then return out, p.gen end
     if attempt == 2 or rerr.code ~= "LSP_READER_FAILED" or not p.failed then return nil, rerr end
   end
 end
@@ -161,13 +176,11 @@ end
 ---@field path string|nil     canonical path
 ---@field message string|nil  why it did not resolve
 
---- realpath(3) of each path (all must exist), with the type found there.
----@param paths string[]
----@param signal dsh.AbortSignal|nil
----@return dsh.lsp.Resolved[]|nil, dsh.Error|nil
-function Reader:resolve(paths, signal)
-  local res, err = self:_call("resolve", "", table.concat(paths, "\0") .. "\0", signal)
-  if not res then return nil, err end
+local function resolve_request(paths)
+  return { "resolve", "", table.concat(paths, "\0") .. "\0" }
+end
+
+function Reader:_resolved(res, n)
   local body = res:match("^resolved\n(.*)$")
   if not body then return nil, invalid(self, "returned an invalid response") end
   local out = {}
@@ -180,8 +193,18 @@ function Reader:resolve(paths, signal)
       return nil, invalid(self, "returned an invalid response")
     end
   end
-  if #out ~= #paths then return nil, invalid(self, "returned an invalid response") end
+  if #out ~= n then return nil, invalid(self, "returned an invalid response") end
   return out
+end
+
+--- realpath(3) of each path (all must exist), with the type found there.
+---@param paths string[]
+---@param signal dsh.AbortSignal|nil
+---@return dsh.lsp.Resolved[]|nil, dsh.Error|nil
+function Reader:resolve(paths, signal)
+  local res, err = self:_calls({ resolve_request(paths) }, signal)
+  if not res then return nil, err end
+  return self:_resolved(res[1], #paths)
 end
 
 ---@class dsh.lsp.Read
@@ -191,6 +214,14 @@ end
 ---@field size integer|nil    oversize
 ---@field message string|nil  open-error
 
+function Reader:_want(have)
+  if have then
+    local g, t = have:match("^(%d+):(%d+)$")
+    if self._p and tonumber(g) == self._p.gen and not self._p.failed then return t end
+  end
+  return "-"
+end
+
 --- Read path (canonical) of at most max bytes; have: a token from an earlier
 --- read of the same path, answered "same" if the content still equals it.
 ---@param path string
@@ -199,13 +230,27 @@ end
 ---@param signal dsh.AbortSignal|nil
 ---@return dsh.lsp.Read|nil, dsh.Error|nil
 function Reader:read(path, max, have, signal)
-  local want = "-"
-  if have then
-    local g, t = have:match("^(%d+):(%d+)$")
-    if self._p and tonumber(g) == self._p.gen and not self._p.failed then want = t end
-  end
-  local res, gen = self:_call("read", " " .. max .. " " .. want, path, signal)
+  local want = self:_want(have)
+  local res, gen = self:_calls({ { "read", " " .. max .. " " .. want, path } }, signal)
   if not res then return nil, gen end
+  return self:_read_result(res[1], gen, max, want)
+end
+
+--- resolve(paths) and read(path, max, have) in one round trip: both results,
+--- or nil, err. The read does not depend on the resolution (the caller
+--- compares them).
+function Reader:check(paths, path, max, have, signal)
+  local want = self:_want(have)
+  local res, gen = self:_calls({ resolve_request(paths), { "read", " " .. max .. " " .. want, path } }, signal)
+  if not res then return nil, gen end
+  local resolved, err = self:_resolved(res[1], #paths)
+  if not resolved then return nil, err end
+  local rd, rerr = self:_read_result(res[2], gen, max, want)
+  if not rd then return nil, rerr end
+  return resolved, rd
+end
+
+function Reader:_read_result(res, gen, max, want)
   local function tok(t) return gen .. ":" .. t end
   local t, size, data = res:match("^ok (%d+) (%d+)\n(.*)$")
   if t then
