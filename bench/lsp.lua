@@ -296,7 +296,7 @@ local function main()
     for _, t in ipairs(tasks) do t:await() end
     return n / QPS_SECONDS
   end
-  local dq = 0
+  local dq
   do
     local n, stop = 0, now() + QPS_SECONDS
     while now() < stop do
