@@ -157,9 +157,16 @@ local function steps(state)
   }
 end
 
+--- Modules whose steps(state) run on the same composed context after the
+--- steps above and before the last one (disposal).
+M.extensions = { "dsh.poc.lsp" }
+
 local function run(opts)
   local state = { cloud = opts.cloud }
   local list = steps(state)
+  for _, name in ipairs(M.extensions) do
+    for _, step in ipairs(require(name).steps(state)) do table.insert(list, #list, step) end
+  end
   print(string.format("dsh poc: one remote world on %s", state.cloud and "an E2B cloud sandbox" or "a local sandbox"))
   local total0 = loop.now_ms()
   local failed

@@ -96,7 +96,7 @@ describe("dsh.tools.lsp", function()
       { range = range(5, 2), severity = "warning", message = "unused\nvariable", source = "clang" },
       { range = range(1, 0), severity = "error", message = "boom", code = "E1" },
     } }
-    assert.equal("/w/a.c:2:1: error: boom [E1]\n/w/a.c:6:3: warning: unused variable (clang)\n"
+    assert.equal("/w/a.c:2:1: error: boom [E1]\n/w/a.c:6:3: warning: unused; variable (clang)\n"
       .. "(The language server had not finished analysing the latest version within 5000 ms; this may be stale.)", d)
     assert.equal("No diagnostics.", tool.render { kind = "diagnostics", uri = "file:///w/a.c", settled = true,
       diagnostics = {} })

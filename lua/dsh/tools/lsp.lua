@@ -256,7 +256,7 @@ function M.render(r, opts)
     for _, d in ipairs(list) do
       local s = d.range.start
       lines[#lines + 1] = string.format("%s:%d:%d: %s: %s%s%s", name, s.line + 1, s.character + 1,
-        d.severity or "note", (d.message:gsub("\n", " ")), d.code and (" [" .. tostring(d.code) .. "]") or "",
+        d.severity or "note", (d.message:gsub("%s*\n+%s*", "; ")), d.code and (" [" .. tostring(d.code) .. "]") or "",
         d.source and (" (" .. d.source .. ")") or "")
     end
     return limit(table.concat(lines, "\n"), "diagnostics") .. note
