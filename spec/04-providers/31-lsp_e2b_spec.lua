@@ -3,6 +3,7 @@
 -- run in the sandbox, sources are read there. A fresh sandbox per test.
 -- Also the reference's pins of §6.6 that concern lsp-e2b itself.
 local context = require "dsh.context"
+local E = require "helpers.e2b"
 local helpers = require "helpers"
 local lsp = require "dsh.lsp"
 local lsp_e2b = require "dsh.providers.lsp_e2b"
@@ -46,98 +47,103 @@ local function factory_new(servers)
   return env
 end
 
-require("helpers.lsp_contract")("lsp-e2b", {
-  new = factory_new, name = "lsp-e2b", where = "remote ", module = lsp_e2b,
-})
+describe("lsp-e2b on local sandboxes", function()
+  setup(E.isolate_state)
+  teardown(E.restore_state)
 
-describe("lsp-e2b", function()
-  before_each(helpers.snapshot)
-  after_each(helpers.assert_clean)
+  require("helpers.lsp_contract")("lsp-e2b", {
+    new = factory_new, name = "lsp-e2b", where = "remote ", module = lsp_e2b,
+  })
 
-  local ext = { [".fx"] = "fixture" }
+  describe("lsp-e2b", function()
+    before_each(helpers.snapshot)
+    after_each(helpers.assert_clean)
 
-  it("requires subprocess-e2b as ctx.subprocess and ctx.lsp", function()
-    helpers.run(function()
-      local ctx = context.new()
-      ctx:use(require "dsh.providers.subprocess_local")
-      ctx:use(lsp.provider)
-      ctx:use(require "dsh.providers.e2b", {})
-      ctx:use(lsp_e2b, { servers = { fx = { command = "luajit", extensionToLanguage = ext } } })
-      local ok, err = ctx:start()
-      assert.is_nil(ok)
-      assert.equal("LSP_UNAVAILABLE", err.code)
-      assert.equal("lsp-e2b requires dsh.providers.subprocess_e2b as ctx.subprocess", err.message)
-      assert(ctx:dispose())
-    end)
-  end)
+    local ext = { [".fx"] = "fixture" }
 
-  it("resolves every command in the sandbox when the context starts", function()
-    helpers.run(function()
-      local ctx = context.new()
-      ctx:use(require "dsh.providers.e2b", {})
-      ctx:use(require "dsh.providers.subprocess_e2b")
-      ctx:use(lsp.provider)
-      ctx:use(lsp_e2b, { servers = { fx = { command = "no-such-language-server", extensionToLanguage = ext } } })
-      local ok, err = ctx:start()
-      assert.is_nil(ok)
-      assert.equal("LSP_UNAVAILABLE", err.code)
-      assert.equal('lsp-e2b: server "fx": E2B executable "no-such-language-server" did not resolve to one '
-        .. "absolute path", err.message)
-      assert(ctx:dispose())
-    end)
-  end)
-
-  it("registers every server; a failed registration undoes the earlier ones (§6.6.8, §6.6.9)", function()
-    helpers.run(function()
-      local ctx = context.new()
-      ctx:use(require "dsh.providers.e2b", {})
-      ctx:use(require "dsh.providers.subprocess_e2b")
-      ctx:use(lsp.provider)
-      ctx:use(lsp_e2b, { servers = {
-        a = { command = "luajit", extensionToLanguage = { [".a"] = "a" } },
-        b = { command = "luajit", extensionToLanguage = { [".b"] = "b", [".B"] = "b" } },
-      } })
-      local ok, err = ctx:start()
-      assert.is_nil(ok)
-      assert.equal("LSP_INVALID_PROVIDER", err.code)
-      assert.equal('provider "b" lists extension ".b" twice', err.message)
-      assert.same({}, ctx.lsp:providers())
-      assert(ctx:dispose())
-
-      ctx = context.new()
-      ctx:use(require "dsh.providers.e2b", {})
-      ctx:use(require "dsh.providers.subprocess_e2b")
-      ctx:use(lsp.provider)
-      ctx:use(lsp_e2b, { servers = {
-        a = { command = "luajit", extensionToLanguage = { [".a"] = "a" } },
-        b = { command = "luajit", extensionToLanguage = { [".b"] = "b" } },
-      } })
-      assert(ctx:start())
-      assert.same({ "a", "b" }, ctx.lsp:providers())
-      assert(ctx:dispose())
-      assert.same({}, ctx.lsp and ctx.lsp:providers() or {})
-    end)
-  end)
-
-  it("runs the source reader and every server inside the sandbox, and nothing after dispose", function()
-    helpers.run(function()
-      local env = factory_new(function(e)
-        return { fixture = { command = e.fixture.command, args = e.fixture.args, extensionToLanguage = ext } }
+    it("requires subprocess-e2b as ctx.subprocess and ctx.lsp", function()
+      helpers.run(function()
+        local ctx = context.new()
+        ctx:use(require "dsh.providers.subprocess_local")
+        ctx:use(lsp.provider)
+        ctx:use(require "dsh.providers.e2b", {})
+        ctx:use(lsp_e2b, { servers = { fx = { command = "luajit", extensionToLanguage = ext } } })
+        local ok, err = ctx:start()
+        assert.is_nil(ok)
+        assert.equal("LSP_UNAVAILABLE", err.code)
+        assert.equal("lsp-e2b requires dsh.providers.subprocess_e2b as ctx.subprocess", err.message)
+        assert(ctx:dispose())
       end)
-      local ok, err = pcall(function()
-        env.put("a.fx", "cwd here\n")
-        local h = assert(env.ctx.lsp:query { operation = "hover", filePath = "a.fx",
-          position = { line = 0, character = 0 }, workspaceRoot = env.root })
-        assert.equal(env.root, h.hover.contents) -- the sandbox's path, which the host does not have
-        local code, out = env.sh("ps -eo args")
-        assert.equal(0, code)
-        assert.matches(env.fixture.args[1]:gsub("%p", "%%%0"), out) -- the server
-        assert.matches("LSP source reader", out)                   -- the reader
+    end)
+
+    it("resolves every command in the sandbox when the context starts", function()
+      helpers.run(function()
+        local ctx = context.new()
+        ctx:use(require "dsh.providers.e2b", {})
+        ctx:use(require "dsh.providers.subprocess_e2b")
+        ctx:use(lsp.provider)
+        ctx:use(lsp_e2b, { servers = { fx = { command = "no-such-language-server", extensionToLanguage = ext } } })
+        local ok, err = ctx:start()
+        assert.is_nil(ok)
+        assert.equal("LSP_UNAVAILABLE", err.code)
+        assert.equal('lsp-e2b: server "fx": E2B executable "no-such-language-server" did not resolve to one '
+          .. "absolute path", err.message)
+        assert(ctx:dispose())
       end)
-      env.dispose()
-      assert(ok, err)
-      -- sandboxed processes are host processes too: none of them is left
-      assert.same({}, require("helpers.e2b").survivors(require("helpers.e2b").procs_with(env.fixture.args[1]), 3000))
+    end)
+
+    it("registers every server; a failed registration undoes the earlier ones (§6.6.8, §6.6.9)", function()
+      helpers.run(function()
+        local ctx = context.new()
+        ctx:use(require "dsh.providers.e2b", {})
+        ctx:use(require "dsh.providers.subprocess_e2b")
+        ctx:use(lsp.provider)
+        ctx:use(lsp_e2b, { servers = {
+          a = { command = "luajit", extensionToLanguage = { [".a"] = "a" } },
+          b = { command = "luajit", extensionToLanguage = { [".b"] = "b", [".B"] = "b" } },
+        } })
+        local ok, err = ctx:start()
+        assert.is_nil(ok)
+        assert.equal("LSP_INVALID_PROVIDER", err.code)
+        assert.equal('provider "b" lists extension ".b" twice', err.message)
+        assert.same({}, ctx.lsp:providers())
+        assert(ctx:dispose())
+
+        ctx = context.new()
+        ctx:use(require "dsh.providers.e2b", {})
+        ctx:use(require "dsh.providers.subprocess_e2b")
+        ctx:use(lsp.provider)
+        ctx:use(lsp_e2b, { servers = {
+          a = { command = "luajit", extensionToLanguage = { [".a"] = "a" } },
+          b = { command = "luajit", extensionToLanguage = { [".b"] = "b" } },
+        } })
+        assert(ctx:start())
+        assert.same({ "a", "b" }, ctx.lsp:providers())
+        assert(ctx:dispose())
+        assert.same({}, ctx.lsp and ctx.lsp:providers() or {})
+      end)
+    end)
+
+    it("runs the source reader and every server inside the sandbox, and nothing after dispose", function()
+      helpers.run(function()
+        local env = factory_new(function(e)
+          return { fixture = { command = e.fixture.command, args = e.fixture.args, extensionToLanguage = ext } }
+        end)
+        local ok, err = pcall(function()
+          env.put("a.fx", "cwd here\n")
+          local h = assert(env.ctx.lsp:query { operation = "hover", filePath = "a.fx",
+            position = { line = 0, character = 0 }, workspaceRoot = env.root })
+          assert.equal(env.root, h.hover.contents) -- the sandbox's path, which the host does not have
+          local code, out = env.sh("ps -eo args")
+          assert.equal(0, code)
+          assert.matches(env.fixture.args[1]:gsub("%p", "%%%0"), out) -- the server
+          assert.matches("LSP source reader", out)                   -- the reader
+        end)
+        env.dispose()
+        assert(ok, err)
+        -- sandboxed processes are host processes too: none of them is left
+        assert.same({}, E.survivors(E.procs_with(env.fixture.args[1]), 3000))
+      end)
     end)
   end)
 end)

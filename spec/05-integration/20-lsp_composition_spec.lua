@@ -4,6 +4,7 @@
 -- real clangd for C, all on the one sandbox: what fs writes and Bash edits is
 -- what the servers analyse, and the model-facing tool sees it the same way.
 local context = require "dsh.context"
+local E = require "helpers.e2b"
 local helpers = require "helpers"
 local lsp = require "dsh.lsp"
 local lsp_e2b = require "dsh.providers.lsp_e2b"
@@ -19,6 +20,8 @@ local C_SOURCE = table.concat({
 }, "\n")
 
 describe("language servers in the composition", function()
+  setup(E.isolate_state)
+  teardown(E.restore_state)
   local ctx, fixture
   before_each(function()
     helpers.snapshot()
@@ -46,7 +49,7 @@ describe("language servers in the composition", function()
       lsp_e2b._before_read = nil
       assert(ctx:dispose())
       -- every server ran in the sandbox, whose processes the host sees: none is left
-      assert.same({}, require("helpers.e2b").survivors(require("helpers.e2b").procs_with(fixture), 3000))
+      assert.same({}, E.survivors(E.procs_with(fixture), 3000))
     end)
     helpers.assert_clean()
   end)

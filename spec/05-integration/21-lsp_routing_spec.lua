@@ -6,6 +6,7 @@
 -- with `npm ci` (the committed lock) when missing.
 local async = require "dsh.async"
 local context = require "dsh.context"
+local E = require "helpers.e2b"
 local helpers = require "helpers"
 local lsp = require "dsh.lsp"
 local proc = require "dsh.proc"
@@ -71,6 +72,7 @@ end
 
 describe("routing by extension between clangd and pyright", function()
   setup(function()
+    E.isolate_state()
     assert(sys.which("node"), "node is not installed (scripts/install-deps installs it)")
     if not sys.exists(PYRIGHT .. "/node_modules/pyright/package.json") then
       helpers.run(function()
@@ -79,6 +81,7 @@ describe("routing by extension between clangd and pyright", function()
       end)
     end
   end)
+  teardown(E.restore_state)
   before_each(helpers.snapshot)
   after_each(helpers.assert_clean)
 

@@ -178,11 +178,16 @@ function Instance:_on_notification(method, params)
   end
 end
 
--- The transport failed: remember why, kill the group now.
+-- The transport failed: remember why, kill the group now. Nobody reads its
+-- output any more: closing the pipe keeps a producer blocked on a full pipe
+-- (a huge message) from holding up the process's end.
 function Instance:_die(err)
   if self.dead then return end
   self.dead = err
-  if self._h then self._h:terminate() end
+  if self._h then
+    self._h:terminate()
+    self._h.stdout:close()
+  end
   for _, w in pairs(self._diag_waiters) do w:resolve() end
   self._diag_waiters = {}
 end
@@ -311,7 +316,7 @@ function Instance:dispose()
   if self._disposed then return self._disposed:await() end
   self._disposed = async.future()
   local h, conn = self._h, self._conn
-  if h and conn and not self.dead then
+  if h and conn and not self.dead and self.capabilities then
     async.timeout(self._s.shutdownTimeoutMs, function(sig)
       conn:request("shutdown", nil, sig)
       if not conn.failed and not sig.aborted then conn:notify("exit", nil) end
@@ -323,6 +328,7 @@ function Instance:dispose()
   if conn then conn:close() end
   if h then
     h:terminate()
+    h.stdout:close()
     h.done:on_settle(function() end)
     pcall(async.await, h.done)
     h:waitForExit()

@@ -95,6 +95,7 @@ function Reader._fail(_, p, err)
   p.pending = {}
   p.decoder:close()
   p.h:terminate()
+  p.h.stdout:close() -- nobody reads on: never hold the process's end back
 end
 
 local function stderr_tail(h)
