@@ -493,6 +493,34 @@ return function(name, factory)
           env.query("hover", "a.gone", { line = 0, character = 0 }))
       end)
 
+      test("an ordinary error from a server that then dies is returned; the next query gets a new one", function(env)
+        env.put("a.fx", "failexit\nhello\n")
+        assert(env.query("hover", "a.fx", { line = 1, character = 1 }))
+        local pid = env.pids("fixture")[env.root]
+        fails("LSP_REQUEST_FAILED", 'language server "fixture" failed textDocument/hover: leaving (code -32603)',
+          env.query("hover", "a.fx", { line = 0, character = 1 }))
+        local h = assert(env.query("hover", "a.fx", { line = 1, character = 1 }))
+        assert.equal("word `hello` at 1:1", h.hover.contents)
+        assert.are_not.equal(pid, env.pids("fixture")[env.root])
+        assert.is_false(env.alive(pid))
+      end)
+
+      test("disposal waits for a running query, then refuses (§6.6.6)", function(env)
+        env.put("a.fx", "slow\n")
+        assert(env.query("hover", "a.fx", { line = 0, character = 2 }))
+        local provider = env.lsp._by_id.fixture
+        local running = async.run(function() return env.query("hover", "a.fx", { line = 0, character = 1 }) end)
+        async.sleep(100)
+        assert.is_false(running:done())
+        local pid = env.pids("fixture")[env.root]
+        provider:disposeAll()
+        assert.is_true(running:done())
+        assert.equal("word `slow` at 0:1", assert(running:await()).hover.contents)
+        assert.is_false(env.alive(pid))
+        fails("LSP_DISPOSED", factory.name .. " provider is disposed", provider:query({ operation = "hover",
+          filePath = "a.fx", position = { line = 0, character = 0 }, workspaceRoot = env.root }))
+      end)
+
       test("a server that ignores $/cancelRequest is torn down after killGraceMs", function(env)
         env.put("a.ign", "silent\nhello\n")
         local sig, stop = aborted_after(100, "impatient")
