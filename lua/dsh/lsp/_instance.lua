@@ -67,6 +67,16 @@ local function stderr_tail(h)
   return "; stderr: " .. t
 end
 
+-- A process's outcome {exitCode=, signal=}, or nil, err. Awaiting `done`
+-- raises today when the start failed or the process was lost; once it
+-- resolves nil, err instead (issue 8), this is the one line to adapt.
+local function outcome(h, signal)
+  h.done:on_settle(function() end)
+  local ok, res, err = pcall(async.await, h.done, signal)
+  if not ok then return nil, res end
+  return res, err
+end
+
 local function outcome_text(o)
   if not o then return "ended" end
   if o.signal then return "was killed by " .. o.signal end
@@ -105,10 +115,9 @@ function M.start(o, signal)
         return nil, errors.new("LSP_SERVER_FAILED", "failed: " .. tostring(rerr.message or rerr) .. stderr_tail(h))
       end
       -- end of output: say how the process ended
-      h.done:on_settle(function() end)
-      local ok, res = pcall(async.await, h.done)
-      return nil, errors.new("LSP_SERVER_FAILED", (ok and outcome_text(res) or "could not start: "
-        .. tostring(type(res) == "table" and res.message or res)) .. stderr_tail(h))
+      local res, oerr = outcome(h)
+      return nil, errors.new("LSP_SERVER_FAILED", (res and outcome_text(res) or "could not start: "
+        .. tostring(type(oerr) == "table" and oerr.message or oerr)) .. stderr_tail(h))
     end,
     on_request = function(method, params) return self:_on_request(method, params) end,
     on_notification = function(method, params) self:_on_notification(method, params) end,
@@ -321,16 +330,14 @@ function Instance:dispose()
       conn:request("shutdown", nil, sig)
       if not conn.failed and not sig.aborted then conn:notify("exit", nil) end
       h.stdin:close()
-      h.done:on_settle(function() end)
-      async.race_signal(h.done, sig)
+      outcome(h, sig)
     end)
   end
   if conn then conn:close() end
   if h then
     h:terminate()
     h.stdout:close()
-    h.done:on_settle(function() end)
-    pcall(async.await, h.done)
+    outcome(h)
     h:waitForExit()
   end
   for _, w in pairs(self._diag_waiters) do w:resolve() end

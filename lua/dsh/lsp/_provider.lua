@@ -198,12 +198,15 @@ function Provider:_ordered(req, signal)
   return r, e
 end
 
+-- What (root, file) resolved to, for the next warm query (bounded: forgotten
+-- all at once when full).
 function Provider:_remember(req, ws, path)
   local key = req.workspaceRoot .. "\0" .. req.filePath
-  if self._known[key] then return end
-  if self._nknown >= M.MAX_KNOWN then self._known, self._nknown = {}, 0 end
+  if not self._known[key] then
+    if self._nknown >= M.MAX_KNOWN then self._known, self._nknown = {}, 0 end
+    self._nknown = self._nknown + 1
+  end
   self._known[key] = { ws = ws, path = path }
-  self._nknown = self._nknown + 1
 end
 
 -- The warm query (see the top): the answer, or nil when the ordered steps must run.

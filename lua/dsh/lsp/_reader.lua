@@ -98,6 +98,14 @@ function Reader._fail(_, p, err)
   p.h.stdout:close() -- nobody reads on: never hold the process's end back
 end
 
+-- Wait until the process ended. Awaiting `done` raises today when the start
+-- failed or the process was lost; once it resolves nil, err instead (issue
+-- 8), this is the one line to adapt.
+local function ended(h)
+  h.done:on_settle(function() end)
+  pcall(async.await, h.done)
+end
+
 local function stderr_tail(h)
   local t = h.stderr and h.stderr:readFrom(0).text or ""
   t = t:gsub("%s+$", "")
@@ -110,8 +118,7 @@ function Reader:_pump(p)
     if p.failed then return end
     if not chunk then
       if rerr then return self:_fail(p, invalid(self, "failed: " .. tostring(rerr.message or rerr))) end
-      p.h.done:on_settle(function() end)
-      pcall(p.h.done.await, p.h.done)
+      ended(p.h)
       return self:_fail(p, invalid(self, "exited" .. stderr_tail(p.h)))
     end
     local bodies, ferr, before = p.decoder:push(chunk)
@@ -279,8 +286,7 @@ function Reader:close()
   if not p then return true end
   self:_fail(p, errors.new("LSP_DISPOSED", self._name .. " provider is disposed"))
   p.h.stdin:close()
-  p.h.done:on_settle(function() end)
-  pcall(p.h.done.await, p.h.done)
+  ended(p.h)
   p.h:waitForExit()
   return true
 end
