@@ -45,6 +45,7 @@ M.codes = {
   LSP_SERVER_FAILED = "LSP_SERVER_FAILED",                 -- the server's transport failed (exit, bad stream)
   LSP_REQUEST_FAILED = "LSP_REQUEST_FAILED",               -- the server answered with an error (err.rpcCode)
   ABORTED = "ABORTED",                                     -- the caller's signal aborted (err.reason)
+  TIMEOUT = "TIMEOUT",                                     -- opts.timeoutMs passed first
 }
 
 M.position = require "dsh.lsp.position"
@@ -213,14 +214,19 @@ end
 ---@field query string|nil         workspaceSymbol
 ---@field waitMs integer|nil       diagnostics (default 5000)
 
---- Route and run a request: a result, or nil, err.
+--- Route and run a request: a result, or nil, err. opts.timeoutMs bounds
+--- the whole query (then TIMEOUT; the server's request is cancelled).
 ---@param req dsh.lsp.Request
----@param opts {signal: dsh.AbortSignal|nil}|nil
+---@param opts {signal: dsh.AbortSignal|nil, timeoutMs: integer|nil}|nil
 ---@return table|nil, dsh.Error|nil
 function Lsp:query(req, opts)
   local r = check_request(req)
   local signal = opts and opts.signal
   if signal ~= nil and not async.is_signal(signal) then error(MOD .. ": query: opts.signal must be a signal", 2) end
+  local timeout = opts and opts.timeoutMs
+  if timeout ~= nil and (type(timeout) ~= "number" or timeout < 1 or timeout % 1 ~= 0 or timeout > 2147483647) then
+    error(MOD .. ": query: opts.timeoutMs must be a positive integer", 2)
+  end
   if self._disposed then return nil, E("LSP_DISPOSED", "ctx.lsp is disposed") end
   if type(r.workspaceRoot) ~= "string" or not r.workspaceRoot:find("%S") then
     return nil, E("LSP_WORKSPACE_REQUIRED", "a workspaceRoot is required for language server queries")
@@ -231,7 +237,8 @@ function Lsp:query(req, opts)
       M.extension(r.filePath) or "extensionless", r.filePath)
   end
   if signal and signal.aborted then return nil, async.abort_error(signal.reason) end
-  return p:query(r, signal)
+  if not timeout then return p:query(r, signal) end
+  return async.timeout(timeout, function(sig) return p:query(r, sig) end, signal)
 end
 
 --- The errors and warnings of a file as it is now, once the server settled

@@ -124,6 +124,9 @@ describe("dsh.lsp", function()
     raises({ operation = "workspaceSymbol", filePath = "a.c" }, "dsh.lsp: query: workspaceSymbol needs a query string")
     raises({ operation = "diagnostics", filePath = "a.c", waitMs = -1 },
       "dsh.lsp: query: waitMs must be an integer in [0, 600000]")
+    local ok, err = pcall(reg.query, reg, { operation = "documentSymbol", filePath = "a.c" }, { timeoutMs = 0 })
+    assert.is_false(ok)
+    assert.matches("dsh.lsp: query: opts.timeoutMs must be a positive integer", err, 1, true)
   end)
 
   it("converts byte offsets and UTF-16 positions exactly (CJK, emoji, CRLF, CR)", function()

@@ -13,7 +13,6 @@
 -- maxResultChars characters with a note. Failures are nil, err (the seam's
 -- codes, INVALID_ARGUMENT for bad input, TIMEOUT after timeoutMs);
 -- M.render_error(err) is the text a model should see.
-local async = require "dsh.async"
 local errors = require "dsh.errors"
 local lsp = require "dsh.lsp"
 
@@ -295,9 +294,7 @@ function M.run(ctx, input, opts)
   end
   local req = { operation = inp.operation, filePath = inp.file_path, workspaceRoot = root, query = inp.query }
   if inp.line then req.position = { line = inp.line - 1, character = inp.character - 1 } end
-  local res, qerr = async.timeout(opts.timeoutMs or M.timeoutMs, function(signal)
-    return svc:query(req, { signal = signal })
-  end, opts.signal)
+  local res, qerr = svc:query(req, { signal = opts.signal, timeoutMs = opts.timeoutMs or M.timeoutMs })
   if not res then return nil, qerr end
   return M.render(res, { fs = ctx.fs })
 end
