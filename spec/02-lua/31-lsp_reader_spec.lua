@@ -4,6 +4,9 @@
 local async = require "dsh.async"
 local context = require "dsh.context"
 local helpers = require "helpers"
+local config = require "dsh.lsp._config"
+local lsp = require "dsh.lsp"
+local provider = require "dsh.lsp._provider"
 local reader = require "dsh.lsp._reader"
 
 local function q(s)
@@ -112,7 +115,7 @@ describe("the LSP source reader", function()
   it("checks every answer of a reader that lies", function()
     local hostile = assert(helpers.read_file(helpers.root .. "/spec/fixtures/lsp-hostile-reader.lua"))
     with_reader(function(r, dir)
-      local name = "lsp-local: source reader "
+      local name = "reader "
       assert.same({ kind = "ok", text = "fine", token = "1:1" }, assert(r:read(dir .. "/fine", 64)))
       fails("LSP_READER_FAILED", name .. "returned invalid bounded bytes", r:read(dir .. "/short", 64))
       fails("LSP_READER_FAILED", name .. "returned invalid bounded bytes", r:read(dir .. "/long", 20))
@@ -124,6 +127,26 @@ describe("the LSP source reader", function()
         .. "Content-Length)", r:read(dir .. "/frame", 64))
       fails("LSP_READER_FAILED", name .. "exited: hostile reader: leaving", r:read(dir .. "/exit", 64))
       assert.equal("fine", assert(r:read(dir .. "/fine", 64)).text)
+    end, hostile)
+  end)
+
+  it("tells a provider's caller which source a lying reader was asked about", function()
+    local hostile = assert(helpers.read_file(helpers.root .. "/spec/fixtures/lsp-hostile-reader.lua"))
+    with_reader(function(r, dir, ctx)
+      local server = config.validate("lsp-local", { servers = { fx = {
+        command = "luajit", extensionToLanguage = { [".fx"] = "fx" } } } }).servers.fx
+      server.argv = { "/usr/bin/luajit", helpers.root .. "/spec/fixtures/lsp-fixture-server.lua" }
+      local p = provider.new { prefix = "lsp-local", where = "", server = server, subprocess = ctx.subprocess,
+        reader = r, uri_of = lsp.uri.from_path }
+      local function ask(file)
+        return p:query { operation = "hover", filePath = file, position = { line = 0, character = 0 },
+          workspaceRoot = dir }
+      end
+      fails("LSP_READER_FAILED", 'source "short" reader returned invalid bounded bytes', ask("short"))
+      fails("LSP_READER_FAILED", 'source "shape" reader returned an invalid response', ask("shape"))
+      fails("LSP_READER_FAILED", 'source "exit" reader exited: hostile reader: leaving', ask("exit"))
+      assert.equal("word `fine` at 0:0", assert(ask("fine")).hover.contents)
+      p:disposeAll()
     end, hostile)
   end)
 

@@ -73,6 +73,14 @@ local function E(code, fmt, ...)
   return errors.new(code, string.format(fmt, ...))
 end
 
+-- A reader failure, told about the source (the reference's wording).
+local function about(file, err)
+  if err and err.code == "LSP_READER_FAILED" then
+    return errors.new(err.code, string.format('source "%s" %s', file, err.message))
+  end
+  return err
+end
+
 local function inside(root, path)
   if path == root then return true end
   local prefix = root == "/" and "/" or root .. "/"
@@ -84,7 +92,7 @@ function Provider:_resolve(req, signal)
   local root, file = req.workspaceRoot, req.filePath
   local abs = file:sub(1, 1) == "/" and file or (root:gsub("/+$", "") .. "/" .. file)
   local res, err = self._o.reader:resolve({ root, abs }, signal)
-  if not res then return nil, err end
+  if not res then return nil, about(file, err) end
   local ws, src = res[1], res[2]
   if ws.kind == "error" then
     return nil, E("LSP_INVALID_WORKSPACE", '%spath "%s" did not resolve canonically (%s)', self._o.where, root,
@@ -105,7 +113,7 @@ function Provider:_read(file, path, have, signal)
   if self._o.before_read then self._o.before_read(path) end
   local max = self._s.maxDocumentBytes
   local r, err = self._o.reader:read(path, max, have, signal)
-  if not r then return nil, err end
+  if not r then return nil, about(file, err) end
   local function bad(fmt, ...)
     return nil, E("LSP_INVALID_SOURCE", 'source "%s" ' .. fmt, file, ...)
   end

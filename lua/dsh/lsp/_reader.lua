@@ -7,6 +7,8 @@
 -- workspaces share it concurrently. Every response is checked here again:
 -- its shape ("reader returned an invalid response"), the byte count
 -- ("reader returned invalid bounded bytes"); UTF-8 is the caller's check.
+-- Failures are LSP_READER_FAILED with a message the caller prefixes with
+-- `source "<f>" `.
 -- Tokens name content the reader sent before; they are scoped to one reader
 -- process (a generation), so a restarted reader never answers "same" for
 -- content it did not send.
@@ -65,8 +67,10 @@ function M.new(o)
   return setmetatable({ _name = o.name, _o = o, _gen = 0, _next = 1 }, Reader)
 end
 
-local function invalid(self, what)
-  return errors.new("LSP_READER_FAILED", self._name .. ": source reader " .. what)
+-- Failures read as the end of a sentence about a source: callers prefix
+-- `source "<f>" ` (the reference's wording).
+local function invalid(_, what)
+  return errors.new("LSP_READER_FAILED", "reader " .. what)
 end
 
 -- The running reader process, started if needed.
