@@ -1,12 +1,15 @@
 -- The ctx.lsp contract with servers in a real local sandbox (lsp-e2b over
 -- subprocess-e2b and dshd in bubblewrap): real clangd and the fixture server
--- run in the sandbox, sources are read there. A fresh sandbox per test.
--- Also the reference's pins of §6.6 that concern lsp-e2b itself.
+-- run in the sandbox, sources are read there. A fresh sandbox per test. The
+-- same contract against stock envd's behaviour (a bare `dshd --envd-compat`),
+-- as on E2B's cloud. Also the reference's pins of §6.6 that concern lsp-e2b.
 local context = require "dsh.context"
 local E = require "helpers.e2b"
+local envd = require "dsh.envd"
 local helpers = require "helpers"
 local lsp = require "dsh.lsp"
 local lsp_e2b = require "dsh.providers.lsp_e2b"
+local proc = require "dsh.proc"
 local sys = require "dsh.sysutil"
 
 local function q(s)
@@ -14,26 +17,26 @@ local function q(s)
 end
 
 
--- A composed context on a fresh local sandbox; servers(env) gives lsp-e2b's servers.
-local function factory_new(servers)
+-- A composed context whose ctx.e2b comes from use(ctx); servers(env) gives
+-- lsp-e2b's servers; the fixture server is written to fixture there.
+local function compose(use, servers, fixture, done)
   local ctx = context.new()
-  ctx:use(require "dsh.providers.e2b", {})
+  use(ctx)
   ctx:use(require "dsh.providers.fs_e2b")
   ctx:use(require "dsh.providers.subprocess_e2b")
   ctx:use(lsp.provider)
-  -- a unique path, so that host-side checks find only this test's servers
-  local fixture = "/tmp/lsp-fixture-server-" .. sys.random_hex(6) .. ".lua"
   local env = { fixture = { command = "luajit", args = { fixture } } }
-  -- the fixture must be in the sandbox before any server starts (they start lazily)
   ctx:use(lsp_e2b, { servers = servers(env) })
   local ok, err = ctx:start()
   if not ok then
     ctx:dispose()
+    if done then done() end
     error("cannot start the context: " .. tostring(err), 0)
   end
   local e2b = ctx.e2b
-  local envd = assert(e2b:getSandbox()).envd
-  assert(envd:write_file(fixture, assert(helpers.read_file(helpers.root .. "/spec/fixtures/lsp-fixture-server.lua"))))
+  local daemon = assert(e2b:getSandbox()).envd
+  -- servers start lazily: the fixture is there before any query
+  assert(daemon:write_file(fixture, assert(helpers.read_file(helpers.root .. "/spec/fixtures/lsp-fixture-server.lua"))))
   env.root = e2b.cwd .. "/t" .. sys.random_hex(4)
   env.sh = function(cmd)
     local r, rerr = e2b:exec { "/bin/bash", "-c", "cd " .. q(env.root) .. " && (" .. cmd .. ") 2>&1" }
@@ -41,10 +44,59 @@ local function factory_new(servers)
     return r.exit_code, r.stdout
   end
   assert(e2b:exec { "mkdir", "-p", env.root })
-  env.put = function(rel, data) assert(envd:write_file(env.root .. "/" .. rel, data)) end
+  env.put = function(rel, data) assert(daemon:write_file(env.root .. "/" .. rel, data)) end
   env.ctx = ctx
-  env.dispose = function() assert(ctx:dispose()) end
+  env.dispose = function()
+    local dok, derr = ctx:dispose()
+    if done then done() end
+    assert(dok, tostring(derr))
+  end
   return env
+end
+
+-- A fresh local sandbox (a unique fixture path, so host-side checks find
+-- only this test's servers).
+local function factory_new(servers)
+  return compose(function(ctx) ctx:use(require "dsh.providers.e2b", {}) end, servers,
+    "/tmp/lsp-fixture-server-" .. sys.random_hex(6) .. ".lua")
+end
+
+-- A bare `dshd --envd-compat` on this host (stock envd's behaviour: the
+-- setsid wrapper, no dshd extensions), reached through the real dsh.E2B class.
+local function compat_new(servers)
+  local dir = helpers.tmpdir()
+  local daemon = assert(proc.spawn {
+    argv = { helpers.bin("dshd"), "--envd-compat", "--listen", "127.0.0.1:0", "--ready-file", dir .. "/ready" },
+    env = { PATH = "/usr/local/bin:/usr/bin:/bin", HOME = dir, LANG = "C.UTF-8" }, stdout = "null", stderr = "null",
+  })
+  local addr = E.eventually(function()
+    local s = helpers.read_file(dir .. "/ready")
+    return s and s:sub(-1) == "\n" and s:gsub("%s+$", "")
+  end)
+  assert(addr, "dshd --envd-compat did not become ready")
+  local client = envd.client { url = "http://" .. addr }
+  local cwd = dir .. "/workspace"
+  local service = setmetatable({
+    cwd = cwd, runtimeRoot = cwd .. "/.dsh-e2b", created = true, backend = "envd-compat",
+    _handle = { id = "envd-compat", envd = client },
+  }, require("dsh.providers.e2b").E2B)
+  local owner = {
+    name = "e2b-envd-compat", provides = "e2b",
+    setup = function(scope)
+      assert(client:make_dir(service.runtimeRoot))
+      scope:on_dispose(function()
+        service._disposing = true
+        client:close()
+      end)
+      return service
+    end,
+  }
+  return compose(function(ctx) ctx:use(owner) end, servers, dir .. "/lsp-fixture-server.lua", function()
+    daemon:terminate(1000)
+    daemon:wait_quiescent()
+    daemon:close()
+    helpers.rm_rf(dir)
+  end)
 end
 
 describe("lsp-e2b on local sandboxes", function()
@@ -53,6 +105,10 @@ describe("lsp-e2b on local sandboxes", function()
 
   require("helpers.lsp_contract")("lsp-e2b", {
     new = factory_new, name = "lsp-e2b", where = "remote ", module = lsp_e2b,
+  })
+
+  require("helpers.lsp_contract")("lsp-e2b on stock envd (dshd --envd-compat)", {
+    new = compat_new, name = "lsp-e2b", where = "remote ", module = lsp_e2b,
   })
 
   describe("lsp-e2b", function()
