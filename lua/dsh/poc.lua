@@ -157,15 +157,15 @@ local function steps(state)
   }
 end
 
---- Modules whose steps(state) run on the same composed context after the
---- steps above and before the last one (disposal).
-M.extensions = { "dsh.poc.lsp" }
+--- Steps of other parts (dsh.poc.<part>), run on the same composed context
+--- after the steps above and before the last one (disposal).
+M.PARTS = { "dsh.poc.lsp" }
 
 local function run(opts)
   local state = { cloud = opts.cloud }
   local list = steps(state)
-  for _, name in ipairs(M.extensions) do
-    for _, step in ipairs(require(name).steps(state)) do table.insert(list, #list, step) end
+  for _, part in ipairs(M.PARTS) do
+    for _, step in ipairs(require(part).steps(state)) do table.insert(list, #list, step) end
   end
   print(string.format("dsh poc: one remote world on %s", state.cloud and "an E2B cloud sandbox" or "a local sandbox"))
   local total0 = loop.now_ms()
