@@ -30,23 +30,11 @@ local errors = require "dsh.errors"
 local M = {}
 local MOD = "dsh.lsp"
 
---- Every code this seam and its providers return.
-M.codes = {
-  LSP_UNAVAILABLE = "LSP_UNAVAILABLE",                     -- no provider for the file's extension
-  LSP_INVALID_PROVIDER = "LSP_INVALID_PROVIDER",           -- a registration is malformed
-  LSP_CONFLICT = "LSP_CONFLICT",                           -- its id or an extension is taken
-  LSP_DISPOSED = "LSP_DISPOSED",                           -- the seam or the provider is disposed
-  LSP_UNSUPPORTED_OPERATION = "LSP_UNSUPPORTED_OPERATION", -- the server lacks the capability
-  LSP_MALFORMED_RESPONSE = "LSP_MALFORMED_RESPONSE",       -- the server's answer has the wrong shape
-  LSP_WORKSPACE_REQUIRED = "LSP_WORKSPACE_REQUIRED",       -- no workspaceRoot
-  LSP_INVALID_WORKSPACE = "LSP_INVALID_WORKSPACE",         -- the root does not resolve to a directory
-  LSP_INVALID_SOURCE = "LSP_INVALID_SOURCE",               -- the file is outside, not regular, too big, not UTF-8...
-  LSP_READER_FAILED = "LSP_READER_FAILED",                 -- the source reader broke its protocol or died
-  LSP_SERVER_FAILED = "LSP_SERVER_FAILED",                 -- the server's transport failed (exit, bad stream)
-  LSP_REQUEST_FAILED = "LSP_REQUEST_FAILED",               -- the server answered with an error (err.rpcCode)
-  ABORTED = "ABORTED",                                     -- the caller's signal aborted (err.reason)
-  TIMEOUT = "TIMEOUT",                                     -- opts.timeoutMs passed first
-}
+--- Every code this seam and its providers return, each named as itself:
+--- the catalogue's lsp area (dsh.errors.CATALOGUE.lsp says what each means),
+--- ABORTED (the caller's signal; err.reason) and TIMEOUT (opts.timeoutMs).
+M.codes = { ABORTED = "ABORTED", TIMEOUT = "TIMEOUT" }
+for code in pairs(errors.CATALOGUE.lsp) do M.codes[code] = code end
 
 M.position = require "dsh.lsp.position"
 M.uri = require "dsh.lsp.uri"

@@ -2,6 +2,7 @@
 -- checks, UTF-16 positions, file URIs, result normalisation and the
 -- per-workspace queue.
 local async = require "dsh.async"
+local errors = require "dsh.errors"
 local helpers = require "helpers"
 local json = require "dsh.json"
 local lsp = require "dsh.lsp"
@@ -27,8 +28,13 @@ describe("dsh.lsp", function()
   before_each(helpers.snapshot)
   after_each(helpers.assert_clean)
 
-  it("lists every code it returns, each named as itself", function()
-    for k, v in pairs(lsp.codes) do assert.equal(k, v) end
+  it("lists every code it returns, each named as itself and catalogued in dsh.errors", function()
+    for k, v in pairs(lsp.codes) do
+      assert.equal(k, v)
+      assert.is_string(errors.known(k), k .. " is not catalogued")
+    end
+    for code in pairs(errors.CATALOGUE.lsp) do assert.equal(code, lsp.codes[code]) end
+    assert.same({ "ABORTED", "TIMEOUT" }, { lsp.codes.ABORTED, lsp.codes.TIMEOUT })
     for _, c in ipairs { "LSP_UNAVAILABLE", "LSP_INVALID_PROVIDER", "LSP_CONFLICT", "LSP_DISPOSED",
       "LSP_UNSUPPORTED_OPERATION", "LSP_MALFORMED_RESPONSE", "LSP_WORKSPACE_REQUIRED" } do
       assert.equal(c, lsp.codes[c])
