@@ -157,11 +157,11 @@ function Lsp:providers()
 end
 
 local function check_position(p)
-  if type(p) ~= "table" then error(MOD .. ": query: position must be a table {line=, character=}", 4) end
+  if type(p) ~= "table" then errors.misuse(MOD, "query: position must be a table {line=, character=}") end
   for _, k in ipairs { "line", "character" } do
     local v = p[k]
     if type(v) ~= "number" or v < 0 or v % 1 ~= 0 or v >= 2 ^ 31 then
-      error(MOD .. ": query: position." .. k .. " must be a non-negative integer (0-based)", 4)
+      errors.misuse(MOD, "query: position.%s must be a non-negative integer (0-based)", k)
     end
   end
   return { line = p.line, character = p.character }
@@ -169,25 +169,25 @@ end
 
 -- A checked copy of the request; raises on misuse.
 local function check_request(req)
-  if type(req) ~= "table" then error(MOD .. ": query: expected a request table, got " .. type(req), 3) end
+  if type(req) ~= "table" then errors.misuse(MOD, "query: expected a request table, got %s", type(req)) end
   local op = req.operation
   if type(op) ~= "string" or M.OPERATIONS[op] == nil then
-    error(MOD .. ": query: unknown operation " .. tostring(op), 3)
+    errors.misuse(MOD, "query: unknown operation %s", tostring(op))
   end
   if type(req.filePath) ~= "string" or not req.filePath:find("%S") or req.filePath:find("\0", 1, true) then
-    error(MOD .. ": query: filePath must be a non-empty string", 3)
+    errors.misuse(MOD, "query: filePath must be a non-empty string")
   end
   local out = { operation = op, filePath = req.filePath, workspaceRoot = req.workspaceRoot }
   if M.OPERATIONS[op] then out.position = check_position(req.position) end
   if op == "workspaceSymbol" then
-    if type(req.query) ~= "string" then error(MOD .. ": query: workspaceSymbol needs a query string", 3) end
+    if type(req.query) ~= "string" then errors.misuse(MOD, "query: workspaceSymbol needs a query string") end
     out.query = req.query
   end
   if op == "diagnostics" then
     local w = req.waitMs
     if w == nil then w = M.DEFAULT_DIAGNOSTICS_WAIT_MS end
     if type(w) ~= "number" or w < 0 or w % 1 ~= 0 or w > M.MAX_WAIT_MS then
-      error(MOD .. ": query: waitMs must be an integer in [0, " .. M.MAX_WAIT_MS .. "]", 3)
+      errors.misuse(MOD, "query: waitMs must be an integer in [0, %d]", M.MAX_WAIT_MS)
     end
     out.waitMs = w
   end
@@ -209,11 +209,12 @@ end
 ---@return table|nil, dsh.Error|nil
 function Lsp:query(req, opts)
   local r = check_request(req)
+  errors.check(MOD, "query: opts", opts, "table", true)
   local signal = opts and opts.signal
-  if signal ~= nil and not async.is_signal(signal) then error(MOD .. ": query: opts.signal must be a signal", 2) end
+  if signal ~= nil and not async.is_signal(signal) then errors.misuse(MOD, "query: opts.signal must be a signal") end
   local timeout = opts and opts.timeoutMs
   if timeout ~= nil and (type(timeout) ~= "number" or timeout < 1 or timeout % 1 ~= 0 or timeout > 2147483647) then
-    error(MOD .. ": query: opts.timeoutMs must be a positive integer", 2)
+    errors.misuse(MOD, "query: opts.timeoutMs must be a positive integer")
   end
   if self._disposed then return nil, E("LSP_DISPOSED", "ctx.lsp is disposed") end
   if type(r.workspaceRoot) ~= "string" or not r.workspaceRoot:find("%S") then
@@ -234,7 +235,7 @@ end
 ---@param filePath string
 ---@param opts {workspaceRoot: string, waitMs: integer|nil, signal: dsh.AbortSignal|nil}
 function Lsp:diagnostics(filePath, opts)
-  if type(opts) ~= "table" then error(MOD .. ": diagnostics: opts must be a table with workspaceRoot", 2) end
+  if type(opts) ~= "table" then errors.misuse(MOD, "diagnostics: opts must be a table with workspaceRoot") end
   return self:query({ operation = "diagnostics", filePath = filePath, workspaceRoot = opts.workspaceRoot,
     waitMs = opts.waitMs }, { signal = opts.signal })
 end

@@ -116,10 +116,12 @@ describe("dsh.lsp", function()
 
   it("raises on malformed requests, naming the method", function()
     local reg = lsp.new()
+    -- misuse names the method and points at the caller's line (here)
     local function raises(req, msg)
-      local ok, err = pcall(reg.query, reg, req)
+      local line
+      local ok, err = pcall(function() line = debug.getinfo(1, "l").currentline; reg:query(req) end)
       assert.is_false(ok)
-      assert.matches(msg, err, 1, true)
+      assert.equal(debug.getinfo(1, "S").short_src .. ":" .. line .. ": " .. msg, err)
     end
     raises("x", "dsh.lsp: query: expected a request table, got string")
     raises({ operation = "rename", filePath = "a.c" }, "dsh.lsp: query: unknown operation rename")
@@ -133,6 +135,9 @@ describe("dsh.lsp", function()
     local ok, err = pcall(reg.query, reg, { operation = "documentSymbol", filePath = "a.c" }, { timeoutMs = 0 })
     assert.is_false(ok)
     assert.matches("dsh.lsp: query: opts.timeoutMs must be a positive integer", err, 1, true)
+    ok, err = pcall(reg.query, reg, { operation = "documentSymbol", filePath = "a.c" }, "soon")
+    assert.is_false(ok)
+    assert.matches("dsh.lsp: query: opts: expected table, got string", err, 1, true)
   end)
 
   it("converts byte offsets and UTF-16 positions exactly (CJK, emoji, CRLF, CR)", function()
@@ -175,9 +180,11 @@ describe("dsh.lsp", function()
     local U = lsp.uri
     assert.equal("file:///workspace/a%20b%23c.ts", U.from_path("/workspace/a b#c.ts"))
     assert.equal("file:///w/%E4%BD%A0%F0%9F%99%82!~*'()-_.txt", U.from_path("/w/你🙂!~*'()-_.txt"))
-    local ok, err = pcall(U.from_path, "relative/x", "lsp-e2b")
+    local line
+    local ok, err = pcall(function() line = debug.getinfo(1, "l").currentline; U.from_path("relative/x", "lsp-e2b") end)
     assert.is_false(ok)
-    assert.matches('lsp-e2b: expected an absolute remote path, received "relative/x"', err, 1, true)
+    assert.equal(debug.getinfo(1, "S").short_src .. ":" .. line
+      .. ': lsp-e2b: expected an absolute remote path, received "relative/x"', err)
     assert.equal("/workspace/a b#c.ts", U.to_path("file:///workspace/a%20b%23c.ts"))
     assert.equal("/w/x", U.to_path("FILE://localhost/w/x"))
     assert.equal("/w/x", U.to_path("file:/w/x"))

@@ -551,8 +551,13 @@ return function(name, factory)
         local p = factory.module
         local context = require "dsh.context"
         local pre = factory.name .. ": "
+        local here = debug.getinfo(1, "S").short_src
+        -- misuse, raised at the ctx:use line
         local function bad(cfg, msg)
-          assert.has_error(function() context.new():use(p, cfg) end, pre .. msg)
+          local line
+          local ok, err = pcall(function() line = debug.getinfo(1, "l").currentline; context.new():use(p, cfg) end)
+          assert.is_false(ok)
+          assert.equal(here .. ":" .. line .. ": " .. pre .. msg, err)
         end
         local ext = { [".c"] = "c" }
         bad({}, "servers must contain at least one server")

@@ -10,6 +10,8 @@
 -- (16000000), maxStderrBytes (1000000), maxDocumentBytes (4000000),
 -- shutdownTimeoutMs (5000), killGraceMs (2000). Every number is a positive
 -- safe integer; the *Ms ones at most 2147483647.
+local errors = require "dsh.errors"
+
 local M = {}
 
 M.DEFAULTS = {
@@ -25,8 +27,9 @@ for k in pairs(M.DEFAULTS) do KEYS[k] = true end
 local MAX_SAFE = 2 ^ 53 - 1
 local MAX_MS = 2147483647
 
+-- Bad config is misuse, reported at the caller's ctx:use line.
 local function fail(prefix, fmt, ...)
-  error(prefix .. ": " .. string.format(fmt, ...), 0)
+  errors.misuse(prefix, fmt, ...)
 end
 
 local function number_key(prefix, id, key, v)

@@ -9,15 +9,17 @@
 -- protocol says. A character past the end of its line means the line's end
 -- (the protocol's rule); one inside a surrogate pair means the code point's
 -- start. Text is assumed to be valid UTF-8 (the source reader checks it).
+local errors = require "dsh.errors"
+
 local M = {}
 
 local find, byte, sub = string.find, string.byte, string.sub
 
 local function starts_of(fn, text, starts)
-  if type(text) ~= "string" then error("dsh.lsp.position: " .. fn .. ": text must be a string", 3) end
+  if type(text) ~= "string" then errors.misuse("dsh.lsp.position", "%s: text must be a string", fn) end
   if starts == nil then return M.line_starts(text) end
   if type(starts) ~= "table" then
-    error("dsh.lsp.position: " .. fn .. ": starts must be the table line_starts returned", 3)
+    errors.misuse("dsh.lsp.position", "%s: starts must be the table line_starts returned", fn)
   end
   return starts
 end

@@ -6,6 +6,8 @@
 -- `file:///workspace/a%20b%23c.ts`. to_path accepts any file URI a server
 -- sends (other encodings of the same path, an empty or `localhost`
 -- authority) and returns nil for other schemes, so results compare by path.
+local errors = require "dsh.errors"
+
 local M = {}
 
 local function encode_segment(s)
@@ -18,8 +20,7 @@ end
 ---@return string
 function M.from_path(path, prefix)
   if type(path) ~= "string" or path:sub(1, 1) ~= "/" then
-    error(string.format('%s: expected an absolute remote path, received "%s"', prefix or "dsh.lsp",
-      tostring(path)), 2)
+    errors.misuse(prefix or "dsh.lsp", 'expected an absolute remote path, received "%s"', tostring(path))
   end
   local segs = {}
   for seg in (path .. "/"):gmatch("([^/]*)/") do segs[#segs + 1] = encode_segment(seg) end
