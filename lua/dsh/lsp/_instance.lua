@@ -67,18 +67,17 @@ local function stderr_tail(h)
   return "; stderr: " .. t
 end
 
--- A process's outcome {exitCode=, signal=}, or nil, err. Awaiting `done`
--- raises today when the start failed or the process was lost; once it
--- resolves nil, err instead (issue 8), this is the one line to adapt.
+-- A process's outcome {exitCode=, signal=}, or nil, err (the start failed,
+-- the process was lost, or signal aborted the wait).
 local function outcome(h, signal)
-  h.done:on_settle(function() end)
-  local ok, res, err = pcall(async.await, h.done, signal)
-  if not ok then return nil, res end
-  return res, err
+  return async.await(h.done, signal)
 end
 
-local function outcome_text(o)
-  if not o then return "ended" end
+local function outcome_text(o, err)
+  if not o then
+    local why = tostring(type(err) == "table" and err.message or err)
+    return (err and err.code == "SUBPROCESS_START" and "could not start: " or "ended: ") .. why
+  end
   if o.signal then return "was killed by " .. o.signal end
   return "exited with code " .. tostring(o.exitCode)
 end
@@ -116,8 +115,7 @@ function M.start(o, signal)
       end
       -- end of output: say how the process ended
       local res, oerr = outcome(h)
-      return nil, errors.new("LSP_SERVER_FAILED", (res and outcome_text(res) or "could not start: "
-        .. tostring(type(oerr) == "table" and oerr.message or oerr)) .. stderr_tail(h))
+      return nil, errors.new("LSP_SERVER_FAILED", outcome_text(res, oerr) .. stderr_tail(h))
     end,
     on_request = function(method, params) return self:_on_request(method, params) end,
     on_notification = function(method, params) self:_on_notification(method, params) end,

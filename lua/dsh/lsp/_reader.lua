@@ -102,12 +102,10 @@ function Reader._fail(_, p, err)
   p.h.stdout:close() -- nobody reads on: never hold the process's end back
 end
 
--- Wait until the process ended. Awaiting `done` raises today when the start
--- failed or the process was lost; once it resolves nil, err instead (issue
--- 8), this is the one line to adapt.
+-- Wait until the process ended (done resolves nil, err when its start
+-- failed or it was lost: ended all the same).
 local function ended(h)
-  h.done:on_settle(function() end)
-  pcall(async.await, h.done)
+  h.done:await()
 end
 
 local function stderr_tail(h)
