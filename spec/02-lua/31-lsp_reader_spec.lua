@@ -2,7 +2,6 @@
 -- subprocess-local, and the host side's checks of what a reader answers
 -- (against spec/fixtures/lsp-hostile-reader.lua, a reader that lies).
 local async = require "dsh.async"
-local context = require "dsh.context"
 local helpers = require "helpers"
 local config = require "dsh.lsp._config"
 local lsp = require "dsh.lsp"
@@ -27,14 +26,13 @@ local function with_reader(fn, program)
     local p = io.popen("realpath " .. q(dir))
     dir = p:read("*l")
     p:close()
-    local ctx = context.new()
-    ctx:use(require "dsh.providers.subprocess_local")
-    assert(ctx:start())
-    local r = reader.new { name = "lsp-local", subprocess = ctx.subprocess, luajit = "/usr/bin/luajit",
-      maxBytes = 64, graceMs = 500, program = program }
-    local ok, err = pcall(fn, r, dir, ctx)
-    r:close()
-    ctx:dispose()
+    local ok, err = pcall(helpers.with_context, { require "dsh.providers.subprocess_local" }, function(ctx)
+      local r = reader.new { name = "lsp-local", subprocess = ctx.subprocess, luajit = "/usr/bin/luajit",
+        maxBytes = 64, graceMs = 500, program = program }
+      local rok, rerr = xpcall(fn, debug.traceback, r, dir, ctx)
+      r:close()
+      if not rok then error(rerr, 0) end
+    end)
     helpers.rm_rf(dir)
     assert(ok, err)
   end)
@@ -103,8 +101,7 @@ describe("the LSP source reader", function()
       local a = assert(r:read(dir .. "/a", 64))
       local h = r._p.h
       h:terminate()
-      h.done:on_settle(function() end)
-      pcall(h.done.await, h.done)
+      assert.same({ signal = "SIGTERM" }, h.done:await())
       local b = assert(r:read(dir .. "/a", 64, a.token))
       assert.equal("ok", b.kind)
       assert.equal("one", b.text)

@@ -1,7 +1,6 @@
 -- The model-facing `lsp` tool: its schema (OpenAI strict mode and Anthropic),
 -- input checks, rendering, and a run against real clangd on this machine.
 local async = require "dsh.async"
-local context = require "dsh.context"
 local helpers = require "helpers"
 local json = require "dsh.json"
 local lsp = require "dsh.lsp"
@@ -127,17 +126,14 @@ describe("dsh.tools.lsp", function()
       local src = 'static int 你好_count = 0; /* 🙂 */\nint bump(void) { return ++你好_count; }\n'
       helpers.write_file(root .. "/a.c", src)
       helpers.write_file(root .. "/s.fx", "silent\n")
-      local ctx = context.new()
-      ctx:use(require "dsh.providers.fs_local", { root = root })
-      ctx:use(require "dsh.providers.subprocess_local")
-      ctx:use(lsp.provider)
-      ctx:use(require "dsh.providers.lsp_local", { servers = {
-        clangd = { command = "clangd", args = { "--log=error" }, extensionToLanguage = { [".c"] = "c" } },
-        fx = { command = "luajit", args = { helpers.root .. "/spec/fixtures/lsp-fixture-server.lua" },
-          extensionToLanguage = { [".fx"] = "fx" }, killGraceMs = 200 },
-      } })
-      assert(ctx:start())
-      local ok, err0 = pcall(function()
+      local ok, err0 = pcall(helpers.with_context, {
+        { require "dsh.providers.fs_local", { root = root } }, require "dsh.providers.subprocess_local", lsp.provider,
+        { require "dsh.providers.lsp_local", { servers = {
+          clangd = { command = "clangd", args = { "--log=error" }, extensionToLanguage = { [".c"] = "c" } },
+          fx = { command = "luajit", args = { helpers.root .. "/spec/fixtures/lsp-fixture-server.lua" },
+            extensionToLanguage = { [".fx"] = "fx" }, killGraceMs = 200 },
+        } } },
+      }, function(ctx)
         local p = io.popen("realpath " .. root)
         local real = p:read("*l")
         p:close()
@@ -162,7 +158,6 @@ describe("dsh.tools.lsp", function()
           tool.render_error(err))
         async.sleep(10)
       end)
-      ctx:dispose()
       helpers.rm_rf(root)
       assert(ok, err0)
     end)

@@ -1,7 +1,6 @@
 -- The ctx.lsp contract with servers on this machine (lsp-local): real clangd
 -- and the fixture server, run through subprocess-local, in a fresh temporary
 -- workspace per test.
-local context = require "dsh.context"
 local helpers = require "helpers"
 local lsp = require "dsh.lsp"
 
@@ -25,21 +24,19 @@ local function factory_new(servers)
     return tonumber(out:match("__rc=(%d+)\n?$")), (out:gsub("__rc=%d+\n?$", ""))
   end
   env.put = function(rel, data) helpers.write_file(root .. "/" .. rel, data) end
-  local ctx = context.new()
-  ctx:use(require "dsh.providers.fs_local", { root = root })
-  ctx:use(require "dsh.providers.subprocess_local")
-  ctx:use(lsp.provider)
-  ctx:use(require "dsh.providers.lsp_local", { servers = servers(env) })
-  local ok, err = ctx:start()
+  local ok, ctx = pcall(helpers.start_context, {
+    { require "dsh.providers.fs_local", { root = root } }, require "dsh.providers.subprocess_local", lsp.provider,
+    { require "dsh.providers.lsp_local", { servers = servers(env) } },
+  })
   if not ok then
-    ctx:dispose()
     helpers.rm_rf(root)
-    error("cannot start the context: " .. tostring(err), 0)
+    error(ctx, 0)
   end
   env.ctx = ctx
   env.dispose = function()
-    ctx:dispose()
+    local dok, derr = ctx:dispose()
     helpers.rm_rf(root)
+    assert(dok, tostring(derr))
   end
   return env
 end

@@ -4,34 +4,29 @@
 -- same contract against stock envd's behaviour (a bare `dshd --envd-compat`),
 -- as on E2B's cloud. Also the reference's pins of §6.6 that concern lsp-e2b.
 local context = require "dsh.context"
+local D = require "helpers.dshd"
 local E = require "helpers.e2b"
-local envd = require "dsh.envd"
 local helpers = require "helpers"
 local lsp = require "dsh.lsp"
 local lsp_e2b = require "dsh.providers.lsp_e2b"
-local proc = require "dsh.proc"
 local sys = require "dsh.sysutil"
 
 local function q(s)
   return "'" .. s:gsub("'", [['\'']]) .. "'"
 end
 
-
--- A composed context whose ctx.e2b comes from use(ctx); servers(env) gives
--- lsp-e2b's servers; the fixture server is written to fixture there.
-local function compose(use, servers, fixture, done)
-  local ctx = context.new()
-  use(ctx)
-  ctx:use(require "dsh.providers.fs_e2b")
-  ctx:use(require "dsh.providers.subprocess_e2b")
-  ctx:use(lsp.provider)
+-- A started context whose ctx.e2b comes from owner (a provider, or
+-- {provider, config}), with fs-e2b, subprocess-e2b, ctx.lsp and lsp-e2b whose
+-- servers servers(env) gives; the fixture server is written to fixture there.
+local function compose(owner, servers, fixture, done)
   local env = { fixture = { command = "luajit", args = { fixture } } }
-  ctx:use(lsp_e2b, { servers = servers(env) })
-  local ok, err = ctx:start()
+  local ok, ctx = pcall(helpers.start_context, {
+    owner, require "dsh.providers.fs_e2b", require "dsh.providers.subprocess_e2b", lsp.provider,
+    { lsp_e2b, { servers = servers(env) } },
+  })
   if not ok then
-    ctx:dispose()
     if done then done() end
-    error("cannot start the context: " .. tostring(err), 0)
+    error(ctx, 0)
   end
   local e2b = ctx.e2b
   local daemon = assert(e2b:getSandbox()).envd
@@ -57,25 +52,18 @@ end
 -- A fresh local sandbox (a unique fixture path, so host-side checks find
 -- only this test's servers).
 local function factory_new(servers)
-  return compose(function(ctx) ctx:use(require "dsh.providers.e2b", {}) end, servers,
+  return compose({ require "dsh.providers.e2b", {} }, servers,
     "/tmp/lsp-fixture-server-" .. sys.random_hex(6) .. ".lua")
 end
 
 -- A bare `dshd --envd-compat` on this host (stock envd's behaviour: the
--- setsid wrapper, no dshd extensions), reached through the real dsh.E2B class.
+-- setsid wrapper, no dshd extensions), started and reached as helpers.dshd
+-- starts bare daemons (TCP on 127.0.0.1, as E2B's envd listens), through the
+-- real dsh.E2B class.
 local function compat_new(servers)
-  local dir = helpers.tmpdir()
-  local daemon = assert(proc.spawn {
-    argv = { helpers.bin("dshd"), "--envd-compat", "--listen", "127.0.0.1:0", "--ready-file", dir .. "/ready" },
-    env = { PATH = "/usr/local/bin:/usr/bin:/bin", HOME = dir, LANG = "C.UTF-8" }, stdout = "null", stderr = "null",
-  })
-  local addr = E.eventually(function()
-    local s = helpers.read_file(dir .. "/ready")
-    return s and s:sub(-1) == "\n" and s:gsub("%s+$", "")
-  end)
-  assert(addr, "dshd --envd-compat did not become ready")
-  local client = envd.client { url = "http://" .. addr }
-  local cwd = dir .. "/workspace"
+  local d = D.bare { "--envd-compat" }
+  local client = d.client()
+  local cwd = d.dir .. "/workspace"
   local service = setmetatable({
     cwd = cwd, runtimeRoot = cwd .. "/.dsh-e2b", created = true, backend = "envd-compat",
     _handle = { id = "envd-compat", envd = client },
@@ -91,17 +79,11 @@ local function compat_new(servers)
       return service
     end,
   }
-  return compose(function(ctx) ctx:use(owner) end, servers, dir .. "/lsp-fixture-server.lua", function()
-    daemon:terminate(1000)
-    daemon:wait_quiescent()
-    daemon:close()
-    helpers.rm_rf(dir)
-  end)
+  return compose(owner, servers, d.dir .. "/lsp-fixture-server.lua", d.stop)
 end
 
 describe("lsp-e2b on local sandboxes", function()
-  setup(E.isolate_state)
-  teardown(E.restore_state)
+  D.isolated_state()
 
   require("helpers.lsp_contract")("lsp-e2b", {
     new = factory_new, name = "lsp-e2b", where = "remote ", module = lsp_e2b,

@@ -3,7 +3,7 @@
 -- lsp-e2b with the fixture server for .ts (shutdown 1000, kill grace 500) and
 -- real clangd for C, all on the one sandbox: what fs writes and Bash edits is
 -- what the servers analyse, and the model-facing tool sees it the same way.
-local context = require "dsh.context"
+local D = require "helpers.dshd"
 local E = require "helpers.e2b"
 local helpers = require "helpers"
 local lsp = require "dsh.lsp"
@@ -20,25 +20,22 @@ local C_SOURCE = table.concat({
 }, "\n")
 
 describe("language servers in the composition", function()
-  setup(E.isolate_state)
-  teardown(E.restore_state)
+  D.isolated_state()
   local ctx, fixture
   before_each(function()
     helpers.snapshot()
     helpers.run(function()
       fixture = "/tmp/lsp-fixture-" .. sys.random_hex(6) .. ".lua"
-      ctx = context.new()
-      ctx:use(require "dsh.providers.e2b", { timeoutMs = 180000, onTimeout = "kill", onDispose = "kill" })
-      ctx:use(require "dsh.providers.fs_e2b")
-      ctx:use(require "dsh.providers.subprocess_e2b")
-      ctx:use(require "dsh.providers.bash", { timeoutMs = 30000 })
-      ctx:use(lsp.provider)
-      ctx:use(lsp_e2b, { servers = {
-        fixture = { command = "luajit", args = { fixture }, extensionToLanguage = { [".ts"] = "typescript" },
-          shutdownTimeoutMs = 1000, killGraceMs = 500 },
-        clangd = { command = "clangd", args = { "--log=error" }, extensionToLanguage = { [".c"] = "c" } },
-      } })
-      assert(ctx:start())
+      ctx = helpers.start_context {
+        { require "dsh.providers.e2b", { timeoutMs = 180000, onTimeout = "kill", onDispose = "kill" } },
+        require "dsh.providers.fs_e2b", require "dsh.providers.subprocess_e2b",
+        { require "dsh.providers.bash", { timeoutMs = 30000 } }, lsp.provider,
+        { lsp_e2b, { servers = {
+          fixture = { command = "luajit", args = { fixture }, extensionToLanguage = { [".ts"] = "typescript" },
+            shutdownTimeoutMs = 1000, killGraceMs = 500 },
+          clangd = { command = "clangd", args = { "--log=error" }, extensionToLanguage = { [".c"] = "c" } },
+        } } },
+      }
       local envd = assert(ctx.e2b:getSandbox()).envd
       local program = assert(helpers.read_file(helpers.root .. "/spec/fixtures/lsp-fixture-server.lua"))
       assert(envd:write_file(fixture, program))

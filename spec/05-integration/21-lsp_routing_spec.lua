@@ -5,8 +5,7 @@
 -- Needs node and pyright in spec/fixtures/pyright/node_modules: installed here
 -- with `npm ci` (the committed lock) when missing.
 local async = require "dsh.async"
-local context = require "dsh.context"
-local E = require "helpers.e2b"
+local D = require "helpers.dshd"
 local helpers = require "helpers"
 local lsp = require "dsh.lsp"
 local proc = require "dsh.proc"
@@ -71,8 +70,8 @@ local function ask(ctx, ws)
 end
 
 describe("routing by extension between clangd and pyright", function()
+  D.use_state()
   setup(function()
-    E.isolate_state()
     assert(sys.which("node"), "node is not installed (scripts/install-deps installs it)")
     if not sys.exists(PYRIGHT .. "/node_modules/pyright/package.json") then
       helpers.run(function()
@@ -81,24 +80,20 @@ describe("routing by extension between clangd and pyright", function()
       end)
     end
   end)
-  teardown(E.restore_state)
-  before_each(helpers.snapshot)
-  after_each(helpers.assert_clean)
 
   it("on this machine (lsp-local)", function()
     helpers.run(function()
       local root = helpers.tmpdir()
       helpers.write_file(root .. "/app.py", PY)
       helpers.write_file(root .. "/main.c", C)
-      local ctx = context.new()
-      ctx:use(require "dsh.providers.subprocess_local")
-      ctx:use(lsp.provider)
-      ctx:use(require "dsh.providers.lsp_local",
-        { servers = servers(PYRIGHT .. "/node_modules/pyright/langserver.index.js") })
-      assert(ctx:start())
-      assert.same({ "clangd", "pyright" }, ctx.lsp:providers())
-      local ok, err = pcall(ask, ctx, root)
-      ctx:dispose()
+      local js = PYRIGHT .. "/node_modules/pyright/langserver.index.js"
+      local ok, err = pcall(helpers.with_context, {
+        require "dsh.providers.subprocess_local", lsp.provider,
+        { require "dsh.providers.lsp_local", { servers = servers(js) } },
+      }, function(ctx)
+        assert.same({ "clangd", "pyright" }, ctx.lsp:providers())
+        ask(ctx, root)
+      end)
       helpers.rm_rf(root)
       assert(ok, err)
     end)
@@ -106,13 +101,10 @@ describe("routing by extension between clangd and pyright", function()
 
   it("in a local sandbox (lsp-e2b)", function()
     helpers.run(function()
-      local ctx = context.new()
-      ctx:use(require "dsh.providers.e2b", {})
-      ctx:use(require "dsh.providers.subprocess_e2b")
-      ctx:use(lsp.provider)
-      ctx:use(require "dsh.providers.lsp_e2b", { servers = servers("/home/user/pyright/langserver.index.js") })
-      assert(ctx:start())
-      local ok, err = pcall(function()
+      helpers.with_context({
+        { require "dsh.providers.e2b", {} }, require "dsh.providers.subprocess_e2b", lsp.provider,
+        { require "dsh.providers.lsp_e2b", { servers = servers("/home/user/pyright/langserver.index.js") } },
+      }, function(ctx)
         -- pyright goes into the sandbox as a tarball; nothing of the host is visible there
         local tmp = helpers.tmpdir()
         local code, out, terr = run({ "tar", "czf", tmp .. "/pyright.tgz", "-C", PYRIGHT .. "/node_modules",
@@ -128,8 +120,6 @@ describe("routing by extension between clangd and pyright", function()
         assert(envd:write_file(ws .. "/main.c", C))
         ask(ctx, ws)
       end)
-      assert(ctx:dispose())
-      assert(ok, err)
     end)
   end)
 end)
