@@ -8,6 +8,7 @@
 local errors = require "dsh.errors"
 local json = require "dsh.json"
 local normalize = require "dsh.lsp._normalize"
+local rpc = require "dsh.lsp._rpc"
 
 local M = {}
 
@@ -123,7 +124,7 @@ end
 --- Run req on inst for the document at path: a result, or nil, err.
 function M.run(inst, req, path, uri_of, signal)
   local res, err = run(inst, req, path, uri_of, signal)
-  if not res and err and err.rpcCode == -32601 then
+  if not res and err and err.rpcCode == rpc.METHOD_NOT_FOUND then
     return nil, E("LSP_UNSUPPORTED_OPERATION", "%s does not support %s (%s)", inst.name, req.operation, err.message)
   end
   return res, err
