@@ -112,8 +112,21 @@ M.CATALOGUE = {
     TERMINAL_UNAVAILABLE = "the context has no ctx.pty",
     TERMINAL_FAILED = "a terminal tool's call failed without a code of its own",
   },
-  -- ctx.lsp (reserved: the LSP seam and its providers add their codes here).
+  -- ctx.lsp (dsh.lsp; lsp_e2b, lsp_local; the lsp tool). Aborts are ABORTED
+  -- (err.reason the exact reason), opts.timeoutMs is TIMEOUT.
   lsp = {
+    LSP_UNAVAILABLE = "no provider handles the file's extension, or ctx.lsp or its dependencies are missing",
+    LSP_INVALID_PROVIDER = "a provider's registration is malformed",
+    LSP_CONFLICT = "a provider's id or one of its extensions is already registered",
+    LSP_DISPOSED = "the seam or the provider is disposed (or disposing)",
+    LSP_UNSUPPORTED_OPERATION = "the server lacks the capability (or answered \"method not found\")",
+    LSP_MALFORMED_RESPONSE = "the server's answer has the wrong shape",
+    LSP_WORKSPACE_REQUIRED = "the query has no workspaceRoot (the session no working directory)",
+    LSP_INVALID_WORKSPACE = "the workspace root does not resolve to a directory",
+    LSP_INVALID_SOURCE = "the file is outside the workspace, not regular, too big or not UTF-8",
+    LSP_READER_FAILED = "the source reader broke its protocol or died",
+    LSP_SERVER_FAILED = "the server's transport failed (exit, malformed stream, no answer to a cancel)",
+    LSP_REQUEST_FAILED = "the server answered with a JSON-RPC error (err.rpcCode)",
   },
   -- ctx.codeRuntime (reserved: the code-runtime seam and its providers add their codes here).
   code_runtime = {

@@ -5,6 +5,7 @@ local D = require "helpers.dshd"
 local helpers = require "helpers"
 local loop = require "dsh.loop"
 local proc = require "dsh.proc"
+local sys = require "dsh.sysutil"
 
 -- assert_clean's failure message (it must fail).
 local function unclean()
@@ -76,6 +77,53 @@ describe("helpers.assert_clean with a sandbox (helpers.dshd.use_sandbox)", funct
       local c = S:client()
       assert.same({}, assert(c:list()))
       c:close()
+    end)
+  end)
+end)
+
+-- The process-group probe assert_clean and the specs rely on: a probe that
+-- always said "gone" would let every leftover group pass unseen.
+describe("helpers.group_alive", function()
+  before_each(helpers.snapshot)
+  after_each(helpers.assert_clean)
+
+  -- "true" or "false": group_alive(pgid) asked by a process running as uid.
+  local function probe_as(uid, pgid)
+    local p = assert(proc.spawn {
+      argv = { "setpriv", "--reuid=" .. uid, "--regid=" .. uid, "--clear-groups", "--", "luajit", "-e",
+        "io.write(tostring(require('helpers').group_alive(" .. pgid .. ")))" },
+      env = { PATH = os.getenv("PATH"), LUA_PATH = package.path, DSH_BUILD_DIR = helpers.build, PWD = helpers.root },
+      stdout = "pipe", stderr = "pipe",
+    })
+    local out, err = p:read_all(), p:read_all("stderr")
+    p:wait()
+    p:close()
+    return out .. err
+  end
+
+  it("is true while a group has members, also after its leader exited, and false once it is gone", function()
+    helpers.run(function()
+      local p = assert(proc.spawn { argv = { "/bin/sh", "-c", "sleep 30 >/dev/null & echo started" }, stdout = "pipe" })
+      assert.equal("started\n", p:read_all())
+      assert.equal(0, p:wait().exit_code) -- the leader is gone; its background sleep keeps the group
+      assert.is_true(helpers.group_alive(p.pid))
+      assert.is_false(p:quiescent())
+      p:close() -- kills what is left of the group
+      assert.is_truthy(helpers.eventually(function() return not helpers.group_alive(p.pid) end))
+      assert.is_true(p:status().closed)
+    end)
+  end)
+
+  it("is true for a group whose members it may not signal (another user's)", function()
+    if sys.getuid() ~= 0 then
+      return -- without root there is no other user to ask as; the group below would be our own
+    end
+    helpers.run(function()
+      local p = assert(proc.spawn { argv = { "sleep", "30" } })
+      assert.equal("true", probe_as(65534, p.pid)) -- refused (EPERM), yet alive
+      p:close()
+      assert.is_truthy(helpers.eventually(function() return not helpers.group_alive(p.pid) end))
+      assert.equal("false", probe_as(65534, p.pid))
     end)
   end)
 end)

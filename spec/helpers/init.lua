@@ -142,9 +142,11 @@ function M.snapshot()
   snapshot = M.fds()
 end
 
---- True when a process group has members.
+--- True when a process group has members: signal 0 reaches the group, or
+-- is refused because its members are another user's (EPERM: they exist).
 function M.group_alive(pgid)
-  return sys.kill(-pgid, 0) and true or false
+  local ok, err = sys.kill(-pgid, 0)
+  return ok == true or err.code == "PERMISSION_DENIED"
 end
 
 --- True when a pid exists and is not a zombie.
