@@ -66,6 +66,8 @@ function M.argv(o)
   add(argv, "--bind", o.dir .. "/tmp", "/tmp")
   add(argv, "--dir", "/var", "--symlink", "/tmp", "/var/tmp")
   add(argv, "--ro-bind", o.dshd, M.DSHD)
+  local node = require("dsh.code_runtime.node").dir() -- Code Mode's Node, read-only at /opt/dsh/node
+  if node then add(argv, "--ro-bind", node, require("dsh.code_runtime.node").SANDBOX_DIR) end
   add(argv, "--chdir", "/home/user")
   add(argv, "--", M.DSHD, "--listen", o.listen, "--ready-file", "/run/dsh/ready",
     "--access-token-fd", "0", "--user", "user")
