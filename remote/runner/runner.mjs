@@ -37,7 +37,6 @@ const $Set = Set;
 const $setHas = Set.prototype.has;
 const $setAdd = Set.prototype.add;
 const $setDelete = Set.prototype.delete;
-const $call = Function.prototype.call;
 const uncurry = (f) => (self, ...args) => Reflect.apply(f, self, args);
 const setHas = uncurry($setHas);
 const setAdd = uncurry($setAdd);
@@ -48,7 +47,6 @@ const $String = String;
 const $Error = Error;
 const $Promise = Promise;
 const $apply = Reflect.apply;
-void $call;
 
 function isPlainArray(v) {
   if (!$isArray(v) || $getPrototypeOf(v) !== $ArrayPrototype) return false;
@@ -97,7 +95,9 @@ export function encodeWire(root) {
       if (!d.enumerable || !('value' in d)) return undefined;
       $push(values, d.value);
     }
-    $push(out, { kind: 'object', keys: [...keys] });
+    const copy = [];
+    for (let i = 0; i < keys.length; i++) $push(copy, keys[i]);
+    $push(out, { kind: 'object', keys: copy });
     setAdd(onPath, v);
     $push(stack, { exit: v });
     for (let i = values.length - 1; i >= 0; i--) $push(stack, { v: values[i] });
@@ -126,7 +126,8 @@ export function decodeWire(tokens) {
         count = t.length; c = new $Array(count); c.length = 0;
       } else if (t.kind === 'object' && $isArray(t.keys)) {
         const seen = new $Set();
-        for (const k of t.keys) {
+        for (let j = 0; j < t.keys.length; j++) {
+          const k = t.keys[j];
           if (typeof k !== 'string' || setHas(seen, k)) return undefined;
           setAdd(seen, k);
         }
@@ -264,6 +265,22 @@ async function main() {
   });
 }
 
+// A stack trace with the program's own frames only, as program:<line>:<column>.
+// The program's first line is line 4 of the function V8 compiles.
+function programStack(stack) {
+  try { return programFrames(stack); } catch { return stack; } // built-ins the program broke
+}
+
+function programFrames(stack) {
+  const out = [];
+  for (const line of stack.split('\n')) {
+    if (!/^\s+at /.test(line)) { out.push(line); continue; }
+    const m = /<anonymous>:(\d+):(\d+)\)?$/.exec(line);
+    if (m) out.push(`    at program:${Number(m[1]) - 3}:${m[2]}`);
+  }
+  return out.join('\n');
+}
+
 async function workerMain() {
   const { inspect } = await import('node:util');
   const { boot, code } = workerData;
@@ -341,18 +358,21 @@ async function workerMain() {
 
   let program;
   try {
-    program = new $AsyncFunction(...globals, 'console', '"use strict";\n' + code);
+    $push(globals, 'console');
+    $push(globals, '"use strict";\n' + code);
+    program = $Reflect_construct($AsyncFunction, globals);
   } catch (e) {
     post({ type: 'done', error: { kind: 'exception', message: $String((e && e.stack) || e) } });
     return;
   }
   let result;
   try {
-    result = await $apply(program, undefined, [...values, con]);
+    $push(values, con);
+    result = await $apply(program, undefined, values);
   } catch (e) {
     let message;
     try {
-      message = e instanceof $Error ? $String(e.stack || e.message) : $String(e);
+      message = e instanceof $Error ? programStack($String(e.stack || e.message)) : $String(e);
     } catch {
       message = 'program threw an unrenderable value';
     }
@@ -366,5 +386,4 @@ async function workerMain() {
     return;
   }
   post({ type: 'done', value: wire });
-  void mapGet; void $Map;
 }

@@ -185,6 +185,9 @@ env.io = { write = write_ }
 env.print = print_
 env.json = { null = W.null, array = W.array, object = W.object }
 env._G = env
+-- The string metatable is shared with this file: the program may use string
+-- methods but not reach (and replace) the library behind them.
+getmetatable("").__metatable = "string"
 for _, lib in ipairs(type(boot.libraries) == "table" and boot.libraries or {}) do
   if lib == "os" then env.os = os
   elseif lib == "io" then env.io = io
@@ -243,18 +246,24 @@ end
 
 local fn, perr = load(boot.code, "=program", "t", env)
 if not fn then done_error("exception", perr) end
-local res = { xpcall(fn, function(e)
-  local ok, text = pcall(render_error, e)
-  if ok then return { rendered = text } end
-  return { raw = e } -- out of memory while rendering: render once the stack is gone
-end) }
-if not res[1] then
-  local r = res[2]
-  local text = type(r) == "table" and (r.rendered or (type(r.raw) == "string" and r.raw)) or nil
+-- The handler allocates as little as it can: out of memory, rendering waits
+-- until the program's stack (and what it held) is gone.
+local rendered, raw
+local ok, value = xpcall(fn, function(e)
+  raw = e
+  local rok, text = pcall(render_error, e)
+  if rok then rendered = text end
+  return e
+end)
+if not ok then
+  -- out of memory skips the handler: the error is what xpcall returned
+  if raw == nil and type(value) == "string" then raw = value end
+  value = nil
+  collectgarbage()
+  local text = rendered or (type(raw) == "string" and raw) or nil
   if not text or not W.valid_utf8(text) then text = "program threw an unrenderable value" end
   done_error("exception", text)
 end
-local value = res[2]
 if value == nil then
   put('{"type":"done"}\n')
   os.exit(0)
