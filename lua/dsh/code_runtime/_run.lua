@@ -165,7 +165,9 @@ function Run:_pump()
   while true do
     local chunk, err = h.stdout:read()
     if not chunk then
-      if err then
+      if err and h.pid == -1 then -- the group never started
+        self:_fail("worker-exit", self.label .. " spawn failed: " .. message_of(err))
+      elseif err then
         self:_fail("worker-exit", self.label .. " stdout failed: " .. message_of(err))
       elseif not self.settled then
         self:_exited()
@@ -178,7 +180,10 @@ function Run:_pump()
         if self.settled then break end
         self:_message(t)
       end
-      if not texts then self:_fail("worker-exit", self.label .. " bridge failed: " .. derr.message) end
+      if not texts then
+        self.decoder_failed = true
+        self:_fail("worker-exit", self.label .. " bridge failed: " .. derr.message)
+      end
     end
   end
   self.pump_done:resolve()
@@ -308,8 +313,9 @@ function Run:_finish()
     if gone ~= true then
       failure = self.label .. " cleanup failed: " .. (werr and message_of(werr) or "the group did not exit")
     elseif self.decoder then
+      -- a partial frame left at the end (a failure already reported is not repeated)
       local ok, ferr = self.decoder:finish()
-      if not ok then failure = ferr.message end
+      if not ok and not self.decoder_failed then failure = ferr.message end
       self.decoder:close()
     end
     if failure then out = { error = { kind = "worker-exit", message = failure } } end

@@ -560,7 +560,7 @@ function M.json_cost(v, string_cost)
       total = total + (x and 4 or 5)
     elseif x == M.null then
       total = total + 4
-    elseif getmetatable(x) == M.array_mt then
+    elseif getmetatable(x) == M.array_mt or x[1] ~= nil then
       local n = #x
       total = total + 2 + (n > 0 and n - 1 or 0)
       for i = 1, n do
