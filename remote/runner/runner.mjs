@@ -37,7 +37,8 @@ const $Set = Set;
 const $setHas = Set.prototype.has;
 const $setAdd = Set.prototype.add;
 const $setDelete = Set.prototype.delete;
-const uncurry = (f) => (self, ...args) => Reflect.apply(f, self, args);
+const $reflectApply = Reflect.apply;
+const uncurry = (f) => (self, ...args) => $reflectApply(f, self, args);
 const setHas = uncurry($setHas);
 const setAdd = uncurry($setAdd);
 const setDelete = uncurry($setDelete);
@@ -46,7 +47,7 @@ const $pop = uncurry(Array.prototype.pop);
 const $String = String;
 const $Error = Error;
 const $Promise = Promise;
-const $apply = Reflect.apply;
+const $apply = $reflectApply;
 
 function isPlainArray(v) {
   if (!$isArray(v) || $getPrototypeOf(v) !== $ArrayPrototype) return false;
