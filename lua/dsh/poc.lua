@@ -14,6 +14,9 @@ local loop = require "dsh.loop"
 
 local M = {}
 
+--- Modules whose steps(state) add steps after the built-in ones.
+M.EXTRA_STEPS = { "dsh.poc.code_runtime" }
+
 local SECRETS = { NPM_TOKEN = "sentinel-secret", DSH_STALE = "sentinel-stale", KEEP = "visible" }
 
 local function check(cond, fmt, ...)
@@ -160,6 +163,12 @@ end
 local function run(opts)
   local state = { cloud = opts.cloud }
   local list = steps(state)
+  -- Other capabilities' steps run on the same context, before disposal.
+  local last = table.remove(list)
+  for _, name in ipairs(M.EXTRA_STEPS) do
+    for _, s in ipairs(require(name).steps(state)) do list[#list + 1] = s end
+  end
+  list[#list + 1] = last
   print(string.format("dsh poc: one remote world on %s", state.cloud and "an E2B cloud sandbox" or "a local sandbox"))
   local total0 = loop.now_ms()
   local failed
