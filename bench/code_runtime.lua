@@ -71,7 +71,8 @@ local function bench(label, ctx, node_bin)
       check(cr:run { language = "javascript", program = "return 1;" }, "js hello")
     end)
     local node50 = time_runs(NODE_RUNS, function() spawn_wait(sub, { node_bin, "-e", "0" }) end)
-    row(label .. ": TypeScript hello-world run (p50)", ts50, "ms", string.format("Lua run %.1fx faster (target >= 10x)", ts50 / lua50))
+    row(label .. ": TypeScript hello-world run (p50)", ts50, "ms",
+      string.format("Lua run %.1fx faster (target >= 10x)", ts50 / lua50))
     row(label .. ": JavaScript hello-world run (p50)", js50, "ms", string.format("Lua run %.1fx faster", js50 / lua50))
     row(label .. ":   baseline: spawn bare `node -e 0` (p50)", node50, "ms",
       string.format("Node worker run = %.1fx the bare start", js50 / node50))

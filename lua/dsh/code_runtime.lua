@@ -51,6 +51,7 @@ M.RUNNER_FILES = {
   { name = "code-runtime-supervisor.lua", source = "remote/runner/supervisor.lua" },
   { name = "code-runtime-worker.lua", source = "remote/runner/worker.lua" },
   { name = "code-runtime-runner.mjs", source = "remote/runner/runner.mjs" },
+  { name = "code-runtime-fast.lua", source = "remote/runner/fast.lua" },
   { name = "code-runtime-wire.lua", module = "dsh.code_runtime._wire" },
 }
 

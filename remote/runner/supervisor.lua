@@ -25,6 +25,7 @@ local bit = require "bit"
 
 local DIR = arg[0]:match("^(.*)/[^/]*$") or "."
 local W = dofile(DIR .. "/code-runtime-wire.lua")
+local fast = dofile(DIR .. "/code-runtime-fast.lua")
 
 ffi.cdef [[
 int pipe2(int fd[2], int flags);
@@ -83,7 +84,6 @@ local MYPID = C.getpid()
 -- Base64 (strict on input, as the host's decoder) ------------------------------------
 
 local B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
-local enc_tab = ffi.new("uint8_t[64]", B64)
 local dec_tab = ffi.new("int16_t[256]")
 for i = 0, 255 do dec_tab[i] = -1 end
 for i = 1, 64 do dec_tab[B64:byte(i)] = i - 1 end
@@ -94,31 +94,6 @@ local function buf(n)
     scratch = ffi.new("uint8_t[?]", scratch_n)
   end
   return scratch
-end
-
-local function b64encode(s)
-  local n = #s
-  local out = buf(math.ceil(n / 3) * 4 + 1)
-  local src = ffi.cast("const uint8_t *", s)
-  local o, i = 0, 0
-  while i + 2 < n do
-    local v = bit.bor(bit.lshift(src[i], 16), bit.lshift(src[i + 1], 8), src[i + 2])
-    out[o] = enc_tab[bit.rshift(v, 18)]
-    out[o + 1] = enc_tab[bit.band(bit.rshift(v, 12), 63)]
-    out[o + 2] = enc_tab[bit.band(bit.rshift(v, 6), 63)]
-    out[o + 3] = enc_tab[bit.band(v, 63)]
-    o, i = o + 4, i + 3
-  end
-  if i < n then
-    local v = bit.lshift(src[i], 16)
-    if i + 1 < n then v = bit.bor(v, bit.lshift(src[i + 1], 8)) end
-    out[o] = enc_tab[bit.rshift(v, 18)]
-    out[o + 1] = enc_tab[bit.band(bit.rshift(v, 12), 63)]
-    out[o + 2] = i + 1 < n and enc_tab[bit.band(bit.rshift(v, 6), 63)] or 61
-    out[o + 3] = 61
-    o = o + 4
-  end
-  return ffi.string(out, o)
 end
 
 local function b64decode(s)
@@ -191,7 +166,7 @@ local host_gone = false
 
 local function send(json)
   if host_gone then return end
-  if not write_all(1, b64encode(json) .. "\n") then host_gone = true end
+  if not write_all(1, fast.b64line(json)) then host_gone = true end
 end
 
 -- UTF-8 text of raw bytes: invalid bytes become U+FFFD; an incomplete trailing
@@ -216,7 +191,7 @@ local function incomplete_suffix(s)
 end
 
 local function sanitize(s)
-  if W.valid_utf8(s) then return s end
+  if fast.ascii(s) or W.valid_utf8(s) then return s end
   local out, i, n = {}, 1, #s
   while i <= n do
     local j = s:find("[\128-\255]", i) or n + 1
@@ -242,7 +217,8 @@ local log_bytes = 0
 local function send_log(text, more)
   if log_bytes > boot.maxOutputBytes then return false end
   log_bytes = log_bytes + #text
-  send('{"type":"log","text":' .. W.quote(text) .. (more and ',"more":true}' or "}"))
+  local q = fast.plain(text) and ('"' .. text .. '"') or W.quote(text)
+  send('{"type":"log","text":' .. q .. (more and ',"more":true}' or "}"))
   return log_bytes <= boot.maxOutputBytes
 end
 
@@ -397,7 +373,7 @@ end
 
 -- One message from the worker; malformed ones are ignored (§3.2).
 local function on_worker_message(line)
-  local m = W.decode_json(line)
+  local m = W.decode_json(line, true) -- whatever it holds is re-encoded before it goes on
   if type(m) ~= "table" or getmetatable(m) == W.array_mt then return end
   local t = m.type
   if t == "log" then

@@ -12,6 +12,7 @@
 local ffi = require "ffi"
 local DIR = arg[0]:match("^(.*)/[^/]*$") or "."
 local W = dofile(DIR .. "/code-runtime-wire.lua")
+local fast = dofile(DIR .. "/code-runtime-fast.lua")
 
 local concat, select, tostring, type, pairs, ipairs, setmetatable, getmetatable, error, xpcall =
   table.concat, select, tostring, type, pairs, ipairs, setmetatable, getmetatable, error, xpcall
@@ -76,10 +77,11 @@ local function log(text)
   while #text > LOG_PIECE do
     local k = cut(text, LOG_PIECE)
     if k == 0 then k = LOG_PIECE end
-    put('{"type":"log","more":true,"text":' .. W.quote(sub(text, 1, k)) .. "}\n")
+    local piece = sub(text, 1, k)
+    put('{"type":"log","more":true,"text":' .. (fast.plain(piece) and ('"' .. piece .. '"') or W.quote(piece)) .. "}\n")
     text = sub(text, k + 1)
   end
-  put('{"type":"log","text":' .. W.quote(text) .. "}\n")
+  put('{"type":"log","text":' .. (fast.plain(text) and ('"' .. text .. '"') or W.quote(text)) .. "}\n")
 end
 
 -- print's rendering of a value: strings as they are, tables as a short

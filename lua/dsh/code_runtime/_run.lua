@@ -234,7 +234,7 @@ end
 -- Frames in ---------------------------------------------------------------------------
 
 function Run:_message(text)
-  local m = wire.decode_json(text)
+  local m = wire.decode_json(text, true) -- the frame decoder validated it
   if type(m) ~= "table" or getmetatable(m) == wire.array_mt then return end
   local t = m.type
   if t == "log" then

@@ -180,11 +180,18 @@ local function utf8_of(cp)
   return char(0xF0 + floor(cp / 262144), 0x80 + floor(cp / 4096) % 64, 0x80 + floor(cp / 64) % 64, 0x80 + cp % 64)
 end
 
--- Decodes the string starting at the quote at i; returns it and the index after it.
-local function read_string(s, i)
+-- Decodes the string starting at the quote at i; returns it and the index
+-- after it. trusted: the text is known to be valid JSON (no raw controls).
+local function read_string(s, i, trusted)
   local j = i + 1
-  local k = find(s, '["\\%c]', j)
-  if k and byte(s, k) == 34 then return sub(s, j, k - 1), k + 1 end
+  local q = find(s, '"', j, true)
+  if not q then return nil, "unterminated string" end
+  local str = sub(s, j, q - 1)
+  if not find(str, "\\", 1, true) then -- no escapes: plain finds are memchr-fast
+    if not trusted and find(str, "[%z\1-\31]") then return nil, "control character in string" end
+    return str, q + 1
+  end
+  local k
   local parts, np = {}, 0
   while true do
     k = find(s, '["\\%c]', j)
@@ -238,8 +245,10 @@ end
 
 --- Decodes JSON text (iteratively, any depth). Arrays come back marked with
 -- M.array, objects as plain tables (duplicate keys: the last wins), null as
--- M.null. Returns the value, or nil, message.
-function M.decode_json(s)
+-- M.null. Returns the value, or nil, message. trusted: s was validated as
+-- JSON already (the host's frame decoder does), so raw control characters
+-- need not be looked for.
+function M.decode_json(s, trusted)
   if type(s) ~= "string" then return nil, "expected a string" end
   local stack, top = {}, 0 -- frames: {container, is_array, pending_key}
   local i = skip_ws(s, 1)
@@ -257,7 +266,7 @@ function M.decode_json(s)
         goto have_value
       end
       if c ~= '"' then return nil, "expected a key at " .. i end
-      local key, ni = read_string(s, i)
+      local key, ni = read_string(s, i, trusted)
       if not key then return nil, ni end
       i = skip_ws(s, ni)
       if sub(s, i, i) ~= ":" then return nil, "expected ':' at " .. i end
@@ -281,7 +290,7 @@ function M.decode_json(s)
         is_value = false
       end
     elseif c == '"' then
-      local str, ni = read_string(s, i)
+      local str, ni = read_string(s, i, trusted)
       if not str then return nil, ni end
       value, i = str, ni
     elseif c == "t" and sub(s, i, i + 3) == "true" then
