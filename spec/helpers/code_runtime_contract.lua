@@ -39,6 +39,7 @@ return function(name, factory)
     helpers.run(function()
       local env = factory.new(cfg or {})
       local ok, err = pcall(fn, env, env.ctx.codeRuntime)
+      env.ctx.codeRuntime._ready:await() -- setup's own commands name the runner files too
       -- no runner process is left once a run has reported
       local _, ps = env.sh("ps -eo args=")
       local left = {}
