@@ -27,3 +27,37 @@ require("helpers.code_runtime_contract")("code-runtime-local", {
     return { ctx = ctx, sh = host_sh, tag = dir, dispose = function() assert(ctx:dispose()) end }
   end,
 })
+
+describe("code-runtime-local with a Node that cannot strip types", function()
+  local helpers = require "helpers"
+  before_each(helpers.snapshot)
+  after_each(helpers.assert_clean)
+
+  -- The system's Node (Debian's 18, or a 20) has no module.stripTypeScriptTypes.
+  local old
+  for _, p in ipairs { "/usr/bin/node", "/usr/local/bin/node" } do
+    local _, out = host_sh(p .. " -e 'process.stdout.write(String(typeof require(\"node:module\")"
+      .. ".stripTypeScriptTypes))' 2>/dev/null")
+    if out == "undefined" then old = p break end
+  end
+
+  if old then
+    it("still runs JavaScript; TypeScript fails naming the Node version needed", function()
+      helpers.run(function()
+        local ctx = context.new()
+        ctx:use(require "dsh.providers.subprocess_local")
+        ctx:use(provider, { node = old })
+        assert(ctx:start())
+        local r = ctx.codeRuntime:run { language = "javascript", program = "return [1, 2];" }
+        assert.same({ logs = {}, value = { 1, 2 } }, r)
+        r = ctx.codeRuntime:run { language = "typescript", program = "const x: number = 1; return x;" }
+        assert.equal("exception", r.error.kind)
+        assert.truthy(r.error.message:find("^TypeScript needs Node.js 22.13 or later %(module.stripTypeScriptTypes%); "
+          .. "this sandbox has Node.js v%d+"), r.error.message)
+        assert(ctx:dispose())
+      end)
+    end)
+  else
+    pending("no Node without module.stripTypeScriptTypes on this machine")
+  end
+end)
