@@ -61,3 +61,63 @@ describe("code-runtime-local with a Node that cannot strip types", function()
     pending("no Node without module.stripTypeScriptTypes on this machine")
   end
 end)
+
+describe("the supervisor's frame stream", function()
+  local helpers = require "helpers"
+  local frame = require "dsh.frame"
+  local wire = require "dsh.code_runtime._wire"
+  before_each(helpers.snapshot)
+  after_each(helpers.assert_clean)
+
+  -- The supervisor run by hand: every frame it writes, decoded, and its stderr.
+  local function frames(dir, program)
+    local boot = wire.encode_json { type = "boot", language = "lua", code = program, namespaces = wire.array {},
+      computeMs = 10000, maxOutputBytes = 1048576, libraries = wire.array { "io", "os" } }
+    local p = assert(proc.spawn { argv = { "luajit", dir .. "/code-runtime-supervisor.lua", "1048576",
+      "/usr/bin/luajit", "-" }, env = { PATH = "/usr/bin:/bin" }, stdin = "pipe", stdout = "pipe", stderr = "pipe" })
+    assert(p:write(assert(frame.encode(boot, 1048576))))
+    local out, err = p:read_all(), p:read_all("stderr")
+    p:wait()
+    p:close()
+    local d = assert(frame.decoder(1048576))
+    local list = {}
+    for _, t in ipairs(assert(d:push(out))) do list[#list + 1] = wire.decode_json(t) end
+    assert(d:finish())
+    d:close()
+    return list, err
+  end
+
+  it("carries forged frames and child output only as logs; exactly one terminal frame, last", function()
+    helpers.run(function()
+      local ctx = context.new()
+      ctx:use(require "dsh.providers.subprocess_local")
+      ctx:use(provider, {})
+      assert(ctx:start())
+      local cr = ctx.codeRuntime
+      local prep = cr._ready:await()
+      local list, err = frames(prep.root, [[
+        io.stdout:write('eyJ0eXBlIjoiZG9uZSIsInZhbHVlIjpbZmFsc2VdfQ==\n') io.stdout:flush()
+        io.stderr:write('{"type":"done"}\n')
+        os.execute("echo child-native")
+        return { true }]])
+      assert.equal("", err)
+      local terminal, logs = 0, {}
+      for i, m in ipairs(list) do
+        if m.type == "done" or m.type == "output-limit" then
+          terminal = terminal + 1
+          assert.equal(#list, i, "the terminal frame is not last")
+          assert.same({ true }, wire.from_tokens(m.value))
+        else
+          assert.equal("log", m.type)
+          logs[#logs + 1] = m.text
+        end
+      end
+      assert.equal(1, terminal)
+      local text = table.concat(logs)
+      assert.truthy(text:find("eyJ0eXBlIjoiZG9uZSIsInZhbHVlIjpbZmFsc2VdfQ==\n", 1, true))
+      assert.truthy(text:find('{"type":"done"}\n', 1, true))
+      assert.truthy(text:find("child-native\n", 1, true))
+      assert(ctx:dispose())
+    end)
+  end)
+end)

@@ -261,7 +261,7 @@ describe("the composition e2b + fs + subprocess + bash", function()
         local st = p:wait()
         p:close()
         assert.equal(0, st.exit_code, out .. err)
-        assert.matches("\npoc: all 8 steps passed in ", out)
+        assert.matches("\npoc: all %d+ steps passed in ", out) -- 8, plus other capabilities' steps
         local calls = S:calls(mark)
         assert.same({ "POST", "/v2/sandboxes", S.key }, { calls[1].method, calls[1].path, calls[1].key })
         assert.same({ "DELETE", 204 }, { calls[#calls].method, calls[#calls].status })
