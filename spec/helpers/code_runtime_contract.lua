@@ -295,6 +295,15 @@ return function(name, factory)
     end)
 
     if factory.typescript then
+      it("bounds a Node worker's heap (maxOldGenerationSizeMb)", function()
+        with_env({ maxOldGenerationSizeMb = 32 }, function(_, cr)
+          local r = cr:run { language = "javascript",
+            program = "const keep = []; for (;;) keep.push(new Array(100000).fill(keep.length));" }
+          assert.equal("worker-exit", r.error.kind)
+          assert.truthy(r.error.message:find("^remote worker error: .*memory"), r.error.message)
+        end)
+      end)
+
       it("rejects TypeScript that is not erasable (enum) as an exception", function()
         with_env({}, function(_, cr)
           local r = cr:run { language = "typescript", program = "enum E { A } return E.A;" }
