@@ -6,13 +6,16 @@
 --     posix_spawn + waitpid (bench/baselines.c); also from a minimal C client
 --     (dshd's share), dsh.proc from Lua, with a user switch, against a dshd
 --     inside a local sandbox, and the floor any RPC pays here (GET /health
---     against a TCP ping-pong)
+--     against a TCP ping-pong); local sandbox create and kill, with and
+--     without network, against bubblewrap starting /bin/true
 --   2 the same round trip through the official E2B JS SDK (bench/node), which
 --     runs `/bin/bash -l -c CMD`, against dsh's client running the same
 --   3 1 GiB of stdout through dshd to the Lua client, against the same
 --     producer writing into a pipe read by C; zeros and pseudo-random bytes
 --   4 PTY keystroke echo through dshd against openpty + cat in C
---   5 dshd's resident memory: idle, after warm-up, streaming, 50 streams
+--   5 dshd's resident memory: idle, after warm-up, streaming, 50 streams,
+--     and after those processes' records expire (dshd A runs with
+--     --exited-ttl-ms EXITED_TTL_MS so that the bench need not wait 60 s)
 --
 -- Everything is real: build/bin/dshd, require "dsh.envd", real processes.
 -- Baselines and measurements alternate in blocks, so that load from other
@@ -34,12 +37,14 @@ local DSHD = BUILD .. "/bin/dshd"
 local BLOCKS, BLOCK_RUNS, WARMUP = 5, 200, 20 -- row 1: 1000 round trips per line
 local FLOOR_RUNS = 1000                       -- row 1: GET /health, TCP ping-pong
 local SANDBOX_RUNS = 500                      -- row 1, sandbox line
+local CREATE_RUNS = 15                        -- row 1, sandbox create/kill lines (each)
 local SDK_RUNS = 300                          -- row 2 (each line)
 local GIB = 1073741824
 local STREAM_REPS = 5                         -- row 3 (each line)
 local PTY_RUNS = 500                          -- row 4
 local CONCURRENT, CONCURRENT_BYTES = 50, 32 * 1048576 -- row 5
 local RSS_PERIOD_MS = 10
+local EXITED_TTL_MS = 3000                    -- row 5: dshd A's --exited-ttl-ms
 
 -- Clock, CPU time, statistics ------------------------------------------------
 
@@ -289,6 +294,36 @@ local function row1(A, B)
     cleanups[#cleanups] = nil
   else
     line { name = "  same, dshd in a local sandbox (bwrap)", value = "skipped: " .. tostring(serr) }
+    return rt
+  end
+
+  progress("1/5 ... local sandbox create and kill (%d of each kind, alternating)", CREATE_RUNS)
+  local bare, created, killed = {}, { [true] = {}, [false] = {} }, { [true] = {}, [false] = {} }
+  local bwrap = sys.which("bwrap") or "/usr/bin/bwrap"
+  for _ = 1, CREATE_RUNS do
+    local t0 = now()
+    local p = assert(proc.spawn { argv = { bwrap, "--unshare-all", "--ro-bind", "/usr", "/usr", "--symlink",
+      "usr/lib64", "/lib64", "--symlink", "usr/lib", "/lib", "--", "/usr/bin/true" }, env = ENV, stdout = "null" })
+    assert(p:wait().exit_code == 0, "bwrap /usr/bin/true failed")
+    p:close()
+    bare[#bare + 1] = (now() - t0) * 1000
+    for _, net in ipairs { true, false } do
+      t0 = now()
+      local s = assert(sandbox.create { timeoutMs = 600000, network = net })
+      created[net][#created[net] + 1] = (now() - t0) * 1000
+      t0 = now()
+      assert(s:kill())
+      killed[net][#killed[net] + 1] = (now() - t0) * 1000
+    end
+  end
+  bare = stats(bare)
+  local function vs(st) return string.format("%+.1f ms", st.median - bare.median) end
+  for _, net in ipairs { true, false } do
+    local c, k = stats(created[net]), stats(killed[net])
+    local what = net and "network = true" or "network = false"
+    line { name = "  local sandbox create, " .. what, value = ms(c), baseline = "bwrap /bin/true " .. ms(bare),
+      compare = vs(c) }
+    line { name = "  local sandbox kill, " .. what, value = ms(k), baseline = "bwrap /bin/true", compare = vs(k) }
   end
   return rt
 end
@@ -413,8 +448,10 @@ local function row5(A, rss_start, rss_warm, stream_peak)
   for i = 1, CONCURRENT do tasks[i]:await() end
   local agg = CONCURRENT * CONCURRENT_BYTES / (now() - t) / 1e9
   local conc_peak = sampler.stop()
-  async.sleep(2500) -- past dshd's next sweep, which trims the heap once no stream is open
+  async.sleep(1500) -- past dshd's next sweep, which trims the heap once no stream is open
   local rss_after = rss_kib(A.pid)
+  async.sleep(EXITED_TTL_MS) -- every record has expired
+  local rss_expired = rss_kib(A.pid)
   line { row = "5", name = "dshd RSS idle, after startup", value = mib(rss_start), target = "< 8 MiB",
     ok = rss_start < 8 * 1024 }
   line { name = "  idle, after a warm-up of " .. WARMUP .. " commands", value = mib(rss_warm), target = "< 8 MiB",
@@ -424,8 +461,11 @@ local function row5(A, rss_start, rss_warm, stream_peak)
   line { name = string.format("  peak, %d processes streaming at once", CONCURRENT), value = mib(conc_peak),
     compare = string.format("%+.2f MiB each", (conc_peak - rss_warm) / 1024 / CONCURRENT), target = "bounded" }
   line { name = string.format("    (%d x %d MiB, %.2f GB/s in all)", CONCURRENT, CONCURRENT_BYTES / 1048576, agg) }
-  line { name = "  2.5 s after them (lingering records)", value = mib(rss_after),
+  line { name = "  1.5 s after them (their records kept)", value = mib(rss_after),
     compare = string.format("%+.1f MiB", (rss_after - rss_warm) / 1024) }
+  line { name = string.format("  after the records expired (--exited-ttl-ms %d)", EXITED_TTL_MS),
+    value = mib(rss_expired), compare = string.format("%+.1f MiB", (rss_expired - rss_warm) / 1024),
+    target = "near idle (+2 MiB)", ok = rss_expired - rss_warm < 2 * 1024 }
 end
 
 -- Main ---------------------------------------------------------------------------
@@ -437,7 +477,7 @@ local function main()
     cleanups[#cleanups + 1] = function() sys.rm_rf(tmp) end
   end
   -- A: bare, as it comes (root here: no user switch, like the C baseline).
-  local A = start_dshd(tmp .. "/dshd-a")
+  local A = start_dshd(tmp .. "/dshd-a", { "--exited-ttl-ms", tostring(EXITED_TTL_MS) })
   -- B: runs commands as an unprivileged user. As root, `bash -l` would read
   -- root's ~/.profile, which on a developer machine measures the dotfiles.
   local B

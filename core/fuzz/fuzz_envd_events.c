@@ -7,6 +7,7 @@
 
 #include "dsh/base64.h"
 #include "dsh/envd_events.h"
+#include "dsh/envd_match.h"
 #include "dsh/envelope.h"
 #include "dsh/errors.h"
 

@@ -8,7 +8,6 @@
 #include "dsh/errors.h"
 #include "dsh/ledger.h"
 #include "dsh/utf8.h"
-
 #include "ref_cost.h"
 
 static size_t lossy_all(const uint8_t *s, size_t n, size_t k, uint8_t *out) {

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "dsh/base64.h"
+#include "dsh/envd_match.h"
 #include "dsh/envelope.h"
 #include "dsh/errors.h"
 
@@ -42,7 +43,9 @@ int dsh_envd_events_push(dsh_envd_events_t *e, const uint8_t *data, size_t n) {
   return dsh_envelope_decoder_push(e->env, data, n);
 }
 
-int dsh_envd_events_finish(dsh_envd_events_t *e) { return dsh_envelope_decoder_finish(e->env); }
+int dsh_envd_events_finish(dsh_envd_events_t *e) {
+  return dsh_envelope_decoder_finish(e->env);
+}
 
 const char *dsh_envd_events_error(const dsh_envd_events_t *e) {
   if (e->err[0]) return e->err;
@@ -118,7 +121,7 @@ int dsh_envd_match_data(const uint8_t *payload, size_t len, int32_t *stream, int
   int seen_offset = 0;
   for (int member = 0; member < 2; member++) {
     if (!key(&c, &k, &klen)) return 0;
-    int32_t s = key_is(k, klen, "stdout") ? DSH_ENVD_STDOUT
+    int32_t s = key_is(k, klen, "stdout")   ? DSH_ENVD_STDOUT
                 : key_is(k, klen, "stderr") ? DSH_ENVD_STDERR
                 : key_is(k, klen, "pty")    ? DSH_ENVD_PTY
                                             : 0;

@@ -12,14 +12,15 @@
 
 #include "dsh/buf.h"
 #include "dsh/errors.h"
+#include "dsh/fail.h"
 
 #define SHRINK_ABOVE (8u << 20) /* idle buffers bigger than this are released */
 
 struct dsh_envelope_decoder {
   uint32_t max;
   dsh_buf_t in; /* unconsumed input */
-  int status;  /* sticky */
-  int drained; /* next() returned 0 since the last push */
+  int status;   /* sticky */
+  int drained;  /* next() returned 0 since the last push */
   char msg[96];
 };
 

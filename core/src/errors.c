@@ -5,9 +5,13 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "dsh/fail.h"
+
 const char *dsh_strerror(int status) {
   switch (status) {
-#define X(name, value, msg) case value: return msg;
+#define X(name, value, msg) \
+  case value:               \
+    return msg;
     DSH_STATUS_LIST(X)
 #undef X
   }
@@ -16,7 +20,9 @@ const char *dsh_strerror(int status) {
 
 const char *dsh_status_name(int status) {
   switch (status) {
-#define X(name, value, msg) case value: return #name;
+#define X(name, value, msg) \
+  case value:               \
+    return #name;
     DSH_STATUS_LIST(X)
 #undef X
   }

@@ -18,6 +18,8 @@
 
 #include "dsh/buf.h"
 #include "dsh/errors.h"
+#include "dsh/fail.h"
+#include "dsh/loop_ev.h"
 
 #define DEFAULT_MAX_BUFFER (1u << 20)
 #define DEFAULT_MAX_HEADER (64u << 10)

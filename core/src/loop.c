@@ -16,6 +16,7 @@
 #include <sys/prctl.h>
 
 #include "dsh/errors.h"
+#include "dsh/loop_ev.h"
 
 struct dsh_loop {
   struct ev_loop *ev;
@@ -74,9 +75,13 @@ dsh_loop_t *dsh_loop_default(void) {
   return &g_loop;
 }
 
-void *dsh_loop_ev(dsh_loop_t *loop) { return loop->ev; }
+void *dsh_loop_ev(dsh_loop_t *loop) {
+  return loop->ev;
+}
 
-uint64_t dsh_loop_new_id(dsh_loop_t *loop) { return loop->next_id++; }
+uint64_t dsh_loop_new_id(dsh_loop_t *loop) {
+  return loop->next_id++;
+}
 
 int dsh_loop_push(dsh_loop_t *loop, uint32_t kind, uint64_t id, int32_t status, int64_t n) {
   if (loop->len == loop->cap) {
@@ -131,9 +136,13 @@ size_t dsh_loop_poll(dsh_loop_t *loop, dsh_event_t *out, size_t max) {
   return n;
 }
 
-size_t dsh_loop_pending(const dsh_loop_t *loop) { return loop->len; }
+size_t dsh_loop_pending(const dsh_loop_t *loop) {
+  return loop->len;
+}
 
-double dsh_loop_now_ms(dsh_loop_t *loop) { return ev_now(loop->ev) * 1000.0; }
+double dsh_loop_now_ms(dsh_loop_t *loop) {
+  return ev_now(loop->ev) * 1000.0;
+}
 
 static void timer_cb(struct ev_loop *ev, ev_timer *w, int revents) {
   (void)ev, (void)revents;

@@ -14,6 +14,7 @@
 
 #include "dsh/buf.h"
 #include "dsh/errors.h"
+#include "dsh/fail.h"
 
 #define MAX_HEADER 65536
 #define SHRINK_ABOVE (8u << 20) /* idle buffers bigger than this are released */

@@ -21,6 +21,8 @@
 
 #include "dsh/buf.h"
 #include "dsh/errors.h"
+#include "dsh/fail.h"
+#include "dsh/loop_ev.h"
 #include "proc_internal.h"
 
 #define DEFAULT_MAX_BUFFER 65536
@@ -277,7 +279,9 @@ static void in_close(dsh_proc_t *p) {
 }
 
 /* Empties the queue, giving back what a large write grew. */
-static void in_reset_buffer(dsh_proc_t *p) { dsh_buf_reset(&p->in, p->max_buf); }
+static void in_reset_buffer(dsh_proc_t *p) {
+  dsh_buf_reset(&p->in, p->max_buf);
+}
 
 /* The fd refused bytes for good (EPIPE: the reader is gone). */
 static int in_fail(dsh_proc_t *p, int e) {

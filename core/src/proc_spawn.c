@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "dsh/errors.h"
+#include "dsh/fail.h"
 #include "proc_internal.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC

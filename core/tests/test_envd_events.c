@@ -5,6 +5,7 @@
 
 #include "check.h"
 #include "dsh/envd_events.h"
+#include "dsh/envd_match.h"
 #include "dsh/envelope.h"
 #include "dsh/errors.h"
 

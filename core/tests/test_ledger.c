@@ -6,7 +6,6 @@
 #include "dsh/errors.h"
 #include "dsh/ledger.h"
 #include "dsh/utf8.h"
-
 #include "ref_cost.h"
 
 /* Random strings drawn from a small alphabet of interesting bytes. */

@@ -1,21 +1,31 @@
---- dsh._ffi: the C declarations of the core and the loaded library.
+--- dsh._ffi: the loaded core library and its C declarations.
 --
--- The declarations are kept one file per primitive in lua/dsh/_ffi/ (each
--- mirrors its header in core/include/dsh/) and all declared here, once.
--- Only lua/dsh/* modules may require this. The library is found, in order, at
--- $DSH_LIB, $DSH_BUILD_DIR/lib, this tree's build/lib, package.cpath (where
--- luarocks installs it), then by the system loader.
+-- Only binding modules in lua/dsh/ may require this. The declarations are not
+-- written in Lua: the build preprocesses every header in core/include/dsh into
+-- plain declarations (core/ffi/cdefs.cmake) and compiles that text into
+-- libdsh.so, whose dsh_ffi_cdefs() hands it to ffi.cdef here. The same list
+-- of functions is the library's linker version script, so what Lua can declare
+-- is exactly what the library exports. Statuses and other constants are used
+-- by name (C.DSH_EAGAIN, C.DSH_EV_HTTP_DONE), never as numbers.
+-- spec/01-core/10-ffi_contract_spec.lua checks the loaded declarations against
+-- the compiled library (every function, struct size, field offset and
+-- constant; every exported symbol declared) with dsh._ffi.check.
+--
+-- A new core primitive adds its header and nothing else: put the FFI surface
+-- in core/include/dsh/<name>.h (fixed-width integers, opaque or plain structs,
+-- enums, prototypes; no macros in prototypes, no varargs, attributes, static
+-- inline functions or bitfields, and no includes but <stddef.h>, <stdint.h> and
+-- other dsh/ headers: the build stops on any of them, naming the header), the
+-- code in core/src/<name>.c, and C-only helpers (for core modules and dshd) in
+-- core/internal/dsh/<name>.h, which Lua never sees and the library does not
+-- export. Rebuild, and C.dsh_<name>_* is callable from the binding module
+-- lua/dsh/<name>.lua. Only libc calls are declared by hand, in
+-- lua/dsh/_ffi/{sys,hostfs}.lua.
+--
+-- The library is found, in order, at $DSH_LIB, $DSH_BUILD_DIR/lib, this
+-- tree's build/lib, package.cpath (where luarocks and cmake --install put it),
+-- then by the system loader.
 local ffi = require "ffi"
-
-ffi.cdef [[
-/* errors.h */
-const char *dsh_strerror(int status);
-const char *dsh_status_name(int status);
-]]
-
-for _, part in ipairs { "loop", "codecs", "proc", "http", "sys", "sha256", "hostfs", "envd" } do
-  ffi.cdef(require("dsh._ffi." .. part))
-end
 
 local function here()
   local src = debug.getinfo(1, "S").source
@@ -49,7 +59,15 @@ end
 
 local C, path = load_library()
 
-local M = { ffi = ffi, C = C, path = path }
+-- The one declaration written here: how to ask the library for the rest.
+ffi.cdef "const char *dsh_ffi_cdefs(void);"
+local cdefs = ffi.string(C.dsh_ffi_cdefs())
+ffi.cdef(cdefs)
+for _, part in ipairs { "sys", "hostfs" } do
+  ffi.cdef(require("dsh._ffi." .. part))
+end
+
+local M = { ffi = ffi, C = C, path = path, cdefs = cdefs }
 
 --- Name and message of a core status, e.g. "ELIMIT", "limit exceeded".
 function M.status(rc)

@@ -92,7 +92,7 @@ function Bash:run(o)
   errors.check(MOD, "run: command", o.command, "string")
   local timeout = o.timeout or self.timeoutMs
   if type(timeout) ~= "number" or timeout <= 0 or timeout % 1 ~= 0 or timeout > M.MAX_TIMEOUT_MS then
-    error(MOD .. ": run: timeout must be a positive integer of at most " .. M.MAX_TIMEOUT_MS .. " ms", 2)
+    errors.misuse(MOD, "run: timeout must be a positive integer of at most %d ms", M.MAX_TIMEOUT_MS)
   end
   local collect = { maxBytes = self.maxOutputBytes, spill = { maxBytes = self.maxSpillBytes } }
   local h, err = self._sub:spawn {
@@ -106,10 +106,9 @@ function Bash:run(o)
     h:terminate()
   end)
   timer:start(timeout)
-  h.done:on_settle(function() end)
-  local ok, res = pcall(h.done.await, h.done)
-  timer:close()
-  if not ok then return nil, errors.is(res) and res or errors.new("BASH_FAILED", tostring(res)) end
+  h.done:on_settle(function() timer:close() end)
+  local res, derr = h.done:await()
+  if not res then return nil, derr end
   if o.signal and o.signal.aborted and not timed_out then
     return nil, async.abort_error(o.signal.reason)
   end

@@ -1,6 +1,7 @@
 --- dsh.cli: the `dsh` command line (bin/dsh).
 --
 --   dsh sandbox create [--timeout-ms N] [--on-timeout pause|kill] [--no-network]
+--                      [--max-processes N] [--memory-mb N] [--cpus X]
 --                      [--env K=V]... [--metadata K=V]...
 --   dsh sandbox list | connect ID | pause ID | kill ID
 --   dsh exec [--cwd DIR] [--env K=V]... [--timeout-ms N] ID -- CMD [ARGS...]
@@ -16,6 +17,7 @@ local M = {}
 
 local USAGE = [[
 usage: dsh sandbox create [--timeout-ms N] [--on-timeout pause|kill] [--no-network]
+                          [--max-processes N] [--memory-mb N] [--cpus X]
                           [--env K=V]... [--metadata K=V]...
        dsh sandbox list
        dsh sandbox connect|pause|kill ID
@@ -88,11 +90,18 @@ local function sandbox_cmd(args)
   local sub = table.remove(args, 1)
   if sub == "create" then
     local opts, rest = parse(args, { ["timeout-ms"] = "value", ["on-timeout"] = "value",
-      ["no-network"] = "flag", env = "list", metadata = "list" })
+      ["no-network"] = "flag", env = "list", metadata = "list", ["max-processes"] = "value",
+      ["memory-mb"] = "value", cpus = "value" })
     if not opts then return fail(rest) end
     if #rest > 0 then return fail("unexpected argument " .. rest[1]) end
     local timeout, terr = number_opt(opts["timeout-ms"], "timeout-ms")
     if terr then return fail(terr) end
+    local max_processes, perr = number_opt(opts["max-processes"], "max-processes")
+    if perr then return fail(perr) end
+    local memory_mb, merr0 = number_opt(opts["memory-mb"], "memory-mb")
+    if merr0 then return fail(merr0) end
+    local cpus = opts.cpus and tonumber(opts.cpus)
+    if opts.cpus and (not cpus or cpus <= 0) then return fail("--cpus must be a positive number") end
     local envs, eerr = kv_map(opts.env, "--env")
     if not envs then return fail(eerr) end
     local meta, merr = kv_map(opts.metadata, "--metadata")
@@ -101,8 +110,16 @@ local function sandbox_cmd(args)
     if on_timeout and on_timeout ~= "pause" and on_timeout ~= "kill" then
       return fail("--on-timeout must be pause or kill")
     end
-    local sb, err = sandbox.create { timeoutMs = timeout, onTimeout = on_timeout,
-      network = not opts["no-network"], envs = envs, metadata = meta }
+    local copts = { timeoutMs = timeout, onTimeout = on_timeout, network = not opts["no-network"], envs = envs,
+      metadata = meta, maxProcesses = max_processes, memoryMb = memory_mb, cpus = cpus }
+    local ok, sb, err = pcall(sandbox.create, copts)
+    if not ok then -- a limit out of range: say it with the option's name
+      local msg = tostring(sb):gsub("^dsh%.sandbox: create: ", "")
+      for k, flag in pairs { maxProcesses = "--max-processes", memoryMb = "--memory-mb", cpus = "--cpus" } do
+        msg = msg:gsub("^" .. k .. " ", flag .. " ")
+      end
+      return fail(msg)
+    end
     if not sb then return fail(tostring(err)) end
     print(sb.id)
     sb:close()

@@ -36,21 +36,32 @@ Scope.__index = Scope
 
 --- Register a cleanup; they run in reverse order on rollback or disposal.
 -- fn may await (it runs inside a task) and must return only once whatever it
--- cleans up is gone.
+-- cleans up is gone. It reports a failure by returning nil, err (a raise is
+-- kept as a failure too); every cleanup runs whatever the others did.
+---@param fn fun():any, dsh.Error?
 function Scope:on_dispose(fn)
   errors.check(MOD, "on_dispose", fn, "function")
   self._cleanups[#self._cleanups + 1] = fn
 end
 
-local function run_cleanups(scope)
-  local first_err
+local function as_error(e)
+  if errors.is(e) then return e end
+  return errors.new("DISPOSE_FAILED", tostring(e), { cause = e })
+end
+
+-- Runs every cleanup of scope (last registered first); returns the list of failures.
+local function run_cleanups(scope, failures)
   for i = #scope._cleanups, 1, -1 do
     local fn = scope._cleanups[i]
     scope._cleanups[i] = nil
-    local ok, err = pcall(fn)
-    if not ok and first_err == nil then first_err = err end
+    local ok, res, err = pcall(fn)
+    if not ok then
+      failures[#failures + 1] = as_error(res)
+    elseif res == nil and err ~= nil then
+      failures[#failures + 1] = as_error(err)
+    end
   end
-  return first_err
+  return failures
 end
 
 local Context = {}
@@ -66,7 +77,7 @@ Context.__index = function(self, key)
 end
 
 Context.__newindex = function(_, key)
-  error(MOD .. ": services are published by providers; cannot assign ctx." .. tostring(key), 2)
+  errors.misuse(MOD, "services are published by providers; cannot assign ctx.%s", tostring(key))
 end
 
 --- A new, empty context.
@@ -83,7 +94,7 @@ end
 
 --- Add a provider with its config. Raises if its key is already provided.
 function Context:use(provider, config)
-  if rawget(self, "_disposing") then error(MOD .. ": use() after dispose()", 2) end
+  if rawget(self, "_disposing") then errors.misuse(MOD, "use: called after dispose()") end
   errors.check(MOD, "use: provider", provider, "table")
   errors.check(MOD, "use: provider.name", provider.name, "string")
   errors.check(MOD, "use: provider.setup", provider.setup, "function")
@@ -95,8 +106,8 @@ function Context:use(provider, config)
   if key ~= nil then
     errors.check(MOD, "use: provider.provides", key, "string")
     if self._claimed[key] then
-      error(string.format('%s: service "%s" has been registered (by %s); cannot register %s',
-        MOD, key, self._claimed[key], provider.name), 2)
+      errors.misuse(MOD, 'use: service "%s" has been registered (by %s); cannot register %s',
+        key, self._claimed[key], provider.name)
     end
     self._claimed[key] = provider.name
   end
@@ -182,10 +193,16 @@ function Context:_setup(entry)
       ok, service = false, errors.new("DISPOSED", entry.provider.name .. ": context disposed during setup")
     end
     if not ok then
-      run_cleanups(scope)
-      entry.state = "failed"
-      entry.err = errors.is(service) and service
+      local failure = errors.is(service) and service
         or errors.new("SETUP_FAILED", entry.provider.name .. ": " .. tostring(service), { cause = service })
+      local undo = run_cleanups(scope, {})
+      if #undo > 0 then
+        table.insert(undo, 1, failure)
+        failure = errors.combine(undo, "SETUP_FAILED",
+          entry.provider.name .. ": setup failed and so did its rollback")
+      end
+      entry.state = "failed"
+      entry.err = failure
       entry.done:resolve(false)
       self:_kick()
       return
@@ -219,14 +236,15 @@ end
 
 --- Dispose every provider in reverse order of setup. Providers that inject a
 -- service go before it. Waits for pending setups first. Returns true, or nil
--- and the first cleanup error (every cleanup still runs).
+-- and the failure: a cleanup's own error when one failed, DISPOSE_FAILED
+-- listing every failure (in .errors) when several did. Every cleanup runs.
 function Context:dispose()
   if rawget(self, "_disposed") then return rawget(self, "_disposed"):await() end
   local done = async.future()
   rawset(self, "_disposed", done)
   rawset(self, "_disposing", true)
   self._ctl:abort(errors.new("DISPOSED", "context is disposing"))
-  local first
+  local failures = {}
   for _, entry in ipairs(self._entries) do
     if entry.state == "setting-up" then entry.done:await() end
   end
@@ -234,15 +252,11 @@ function Context:dispose()
     local entry = self._order[i]
     local key = entry.provider.provides
     if key ~= nil then self._services[key] = nil end
-    local err = run_cleanups(entry.scope)
-    if err ~= nil and first == nil then first = err end
+    run_cleanups(entry.scope, failures)
     entry.state = "disposed"
   end
-  if first ~= nil then
-    done:resolve(nil, errors.is(first) and first or errors.new("DISPOSE_FAILED", tostring(first)))
-  else
-    done:resolve(true)
-  end
+  local err = errors.combine(failures, "DISPOSE_FAILED", MOD .. ": dispose")
+  if err then done:resolve(nil, err) else done:resolve(true) end
   return done:await()
 end
 

@@ -17,7 +17,7 @@ local out_n = ffi.new("size_t[1]")
 local cjson_ok, cjson = pcall(function() return require("cjson.safe").new() end)
 if not cjson_ok then cjson = nil end
 
-local EINVAL = -1 -- DSH_EINVAL
+local EINVAL = C.DSH_EINVAL
 
 local function fail(rc)
   return errors.new("FRAME", ffi.string(C.dsh_frame_message(rc)), { status = (F.status(rc)) })

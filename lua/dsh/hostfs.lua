@@ -2,7 +2,8 @@
 --
 -- statx (nanosecond times, device and inode, the same struct layout on every
 -- Linux architecture), readlink, exclusive creation with an exact mode,
--- chmod, mkdir, rename and unlink. Failures return nil, err with err.code
+-- chmod, mkdir, rename, unlink, and a bounded read that never follows a link
+-- (read_regular). Failures return nil, err with err.code
 -- "not_found" (ENOENT; for stat calls also ENOTDIR), "permission_denied"
 -- (EACCES, EPERM) or "io", err.message "<call>: <strerror>" and err.errno.
 -- Never raises on I/O failure; raises on misuse.
@@ -14,14 +15,18 @@ local bit = require "bit"
 
 local M = {}
 
-local AT_FDCWD = -100
-local AT_SYMLINK_NOFOLLOW = 0x100
-local STATX_BASIC_STATS = 0x7ff
--- Generic Linux values, identical on x86-64 and arm64.
-local O_WRONLY, O_CREAT, O_EXCL, O_CLOEXEC = 1, 64, 128, 524288
-local ENOENT, EPERM, EACCES, ENOTDIR, EINTR = 2, 1, 13, 20, 4
+-- libc's values, declared in dsh._ffi.hostfs and checked against the C headers.
+local AT_FDCWD, AT_SYMLINK_NOFOLLOW = C.DSH_HOSTFS_AT_FDCWD, C.DSH_HOSTFS_AT_SYMLINK_NOFOLLOW
+local STATX_BASIC_STATS = C.DSH_HOSTFS_STATX_BASIC_STATS
+local O_WRONLY, O_CREAT, O_EXCL, O_CLOEXEC = C.DSH_HOSTFS_O_WRONLY, C.DSH_HOSTFS_O_CREAT, C.DSH_HOSTFS_O_EXCL,
+  C.DSH_HOSTFS_O_CLOEXEC
+local ENOENT, EPERM, EACCES = C.DSH_HOSTFS_ENOENT, C.DSH_HOSTFS_EPERM, C.DSH_HOSTFS_EACCES
+local ENOTDIR, EINTR, ELOOP = C.DSH_HOSTFS_ENOTDIR, C.DSH_HOSTFS_EINTR, C.DSH_HOSTFS_ELOOP
+local O_RDONLY, O_NONBLOCK, O_NOFOLLOW = C.DSH_HOSTFS_O_RDONLY, C.DSH_HOSTFS_O_NONBLOCK, C.DSH_HOSTFS_O_NOFOLLOW
+local AT_EMPTY_PATH = C.DSH_HOSTFS_AT_EMPTY_PATH
 
-local S_IFMT, S_IFREG, S_IFDIR, S_IFLNK = 0xF000, 0x8000, 0x4000, 0xA000
+local S_IFMT, S_IFREG, S_IFDIR, S_IFLNK = C.DSH_HOSTFS_S_IFMT, C.DSH_HOSTFS_S_IFREG, C.DSH_HOSTFS_S_IFDIR,
+  C.DSH_HOSTFS_S_IFLNK
 
 local function fail(call, errno, stat_call)
   local code = "io"
@@ -142,6 +147,47 @@ function M.rename(from, to)
   check_path("rename", to)
   if C.rename(from, to) ~= 0 then return fail("rename", ffi.errno()) end
   return true
+end
+
+--- The content of path when it is a regular file of at most max_bytes,
+-- opened without following a final symbolic link (O_NOFOLLOW) and without
+-- blocking: a link, a FIFO, a device or a larger file is refused (err.code
+-- "io", the message says which), never followed, waited on or read. For the
+-- files that decide what the host trusts (the sandbox lifecycle's records).
+---@param path string
+---@param max_bytes integer
+---@return string|nil, dsh.Error?
+function M.read_regular(path, max_bytes)
+  check_path("read_regular", path)
+  if type(max_bytes) ~= "number" or max_bytes < 0 or max_bytes % 1 ~= 0 then
+    error("dsh.hostfs: read_regular: max_bytes must be a non-negative integer", 2)
+  end
+  local fd = C.open(path, bit.bor(O_RDONLY, O_NONBLOCK, O_NOFOLLOW, O_CLOEXEC))
+  if fd < 0 then
+    local e = ffi.errno()
+    if e == ELOOP then return nil, errors.new("io", path .. " is a symbolic link", { errno = e }) end
+    return fail("open", e)
+  end
+  local function refuse(msg)
+    C.close(fd)
+    return nil, errors.new("io", path .. " " .. msg)
+  end
+  if C.statx(fd, "", AT_EMPTY_PATH, STATX_BASIC_STATS, stx) ~= 0 then
+    local e = ffi.errno()
+    C.close(fd)
+    return fail("statx", e)
+  end
+  if bit.band(stx.stx_mode, S_IFMT) ~= S_IFREG then return refuse("is not a regular file") end
+  if tonumber(stx.stx_size) > max_bytes then return refuse("is larger than " .. max_bytes .. " bytes") end
+  -- Re-opening the descriptor's own /proc entry reads exactly the inode
+  -- checked above, whatever the path names by now.
+  local f = io.open("/proc/self/fd/" .. tonumber(fd), "rb")
+  if not f then return refuse("cannot be read through /proc/self/fd") end
+  local data = f:read(max_bytes + 1) or ""
+  f:close()
+  C.close(fd)
+  if #data > max_bytes then return nil, errors.new("io", path .. " is larger than " .. max_bytes .. " bytes") end
+  return data
 end
 
 function M.unlink(path)

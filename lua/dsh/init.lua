@@ -14,7 +14,7 @@ local M = { version = "0.1.0" }
 local modules = {
   async = true, loop = true, errors = true, json = true, proc = true, http = true,
   envd = true, sandbox = true, context = true, fs = true, subprocess = true, bash = true,
-  base64 = true, frame = true, envelope = true, lspframe = true, utf8 = true, ledger = true,
+  base64 = true, frame = true, envelope = true, envd_events = true, lspframe = true, utf8 = true, ledger = true,
   sha256 = true,
 }
 

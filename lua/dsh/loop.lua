@@ -17,7 +17,7 @@ local handlers = {}
 local BATCH = 256
 local events = ffi.new("dsh_event_t[?]", BATCH)
 
-M.ESTATE = -18 -- DSH_ESTATE: nothing queued and nothing active
+M.ESTATE = C.DSH_ESTATE -- nothing queued and nothing active
 
 --- A fresh id for a core object (a Lua number; ids stay far below 2^53).
 function M.new_id()

@@ -25,13 +25,14 @@ local ffi, C = F.ffi, F.C
 local MOD = "dsh.proc"
 local M = {}
 
-local EAGAIN, EEOF, ECLOSED, EINVAL = -3, -19, -12, -1
+local EAGAIN, EEOF, ECLOSED, EINVAL = C.DSH_EAGAIN, C.DSH_EEOF, C.DSH_ECLOSED, C.DSH_EINVAL
 local EV_DATA, EV_EOF, EV_EXIT = C.DSH_EV_PROC_DATA, C.DSH_EV_PROC_EOF, C.DSH_EV_PROC_EXIT
 local EV_QUIET, EV_DRAIN = C.DSH_EV_PROC_QUIET, C.DSH_EV_PROC_DRAIN
 
 local STDIO = { null = C.DSH_STDIO_NULL, pipe = C.DSH_STDIO_PIPE, inherit = C.DSH_STDIO_INHERIT }
-local STREAM = { stdout = 1, stderr = 2, [1] = 1, [2] = 2 }
-local STREAM_NAME = { "stdout", "stderr" }
+local STDOUT, STDERR = C.DSH_PROC_STDOUT, C.DSH_PROC_STDERR
+local STREAM = { stdout = STDOUT, stderr = STDERR, [1] = STDOUT, [2] = STDERR }
+local STREAM_NAME = { [STDOUT] = "stdout", [STDERR] = "stderr" }
 local DEFAULT_MAX_BUFFER = 65536
 local DEFAULT_GRACE_MS = 2000
 

@@ -11,19 +11,25 @@
 --     argv = { "bash", "-c", "make test" }, graceMs = 2000,
 --     stdio = { stdout = { maxBytes = 30000, spill = { maxBytes = 2^26 } }, stderr = "pipe" },
 --   })
---   local outcome = h.done:await()        --> {exitCode = 0} or {signal = "SIGTERM"}
+--   local outcome, err = h.done:await()   --> {exitCode = 0} or {signal = "SIGTERM"}; nil, err
 --   print(h.stdout:readFrom(0).text)
 --
--- Failure conventions: misuse raises (the reference's messages); a spawn
--- refused before it starts (pre-aborted signal, disposed service) returns
--- nil, err (code ABORTED / DISPOSED, message `aborted before spawn: <reason>`);
--- a start that fails later rejects `done` (pid stays -1, waitForExit → true).
--- `done` also rejects (code SUBPROCESS_LOST) when the process's outcome can
--- no longer be learned, e.g. the sandbox daemon died under it.
+-- Failure conventions: misuse raises (the reference's messages, after
+-- "<module>: <method>: "); a spawn refused before it starts (pre-aborted
+-- signal, disposed service) returns nil, err (code ABORTED / DISPOSED,
+-- message `aborted before spawn: <reason>`); a start that fails later
+-- resolves `done` with nil, err (pid stays -1, waitForExit → true), and so
+-- does a process whose outcome can no longer be learned (SUBPROCESS_LOST,
+-- e.g. the sandbox daemon died under it). `done` rejects only when code
+-- raised (a backend's bug).
 local async = require "dsh.async"
 local errors = require "dsh.errors"
+local handle = require "dsh.subprocess._handle"
 local output = require "dsh.subprocess._output"
 local sysutil = require "dsh.sysutil"
+local terminal = require "dsh.subprocess._terminal"
+
+local Writer, Handle, Terminal = handle.Writer, handle.Handle, terminal.Terminal
 
 local M = {}
 local MOD = "dsh.subprocess"
@@ -40,11 +46,12 @@ M.pipe = output.pipe
 --- The one definition (reference §2.3, §8.2): an ambient variable is dropped
 -- when its name, compared case-insensitively (ASCII), contains one of
 -- `contains` or starts with one of `prefixes`. Explicit env is applied after,
--- so explicit names always survive. Backends send these rules to dshd
--- (envScrub) or turn them into the compat wrapper's patterns; never copy them.
+-- so explicit names always survive. Backends encode these rules for their
+-- daemon (subprocess-e2b: dshd's envScrub, the stock-envd wrapper's case
+-- pattern) and never copy them.
 M.scrub_rules = setmetatable({}, {
   __index = { contains = { "KEY", "PASSWORD", "SECRET", "TOKEN" }, prefixes = { "DSH_" } },
-  __newindex = function() error(MOD .. ": scrub_rules is read-only", 2) end,
+  __newindex = function() errors.misuse(MOD, "scrub_rules is read-only") end,
 })
 
 --- True when an ambient variable of this name is dropped.
@@ -75,39 +82,6 @@ function M.compose_env(ambient, explicit)
   return out
 end
 
---- A POSIX `case` pattern matching exactly the scrubbed names, ASCII
--- case-insensitive whatever the shell's locale: "[Dd][Ss][Hh]_*|*[Kk][Ee][Yy]*|...".
-function M.scrub_case_pattern()
-  local function ci(s)
-    assert(s:match("^[%w_]+$"), "scrub rules must be identifier characters")
-    return (s:gsub("%a", function(c) return "[" .. c:upper() .. c:lower() .. "]" end))
-  end
-  local alts = {}
-  for _, p in ipairs(M.scrub_rules.prefixes) do alts[#alts + 1] = ci(p) .. "*" end
-  for _, c in ipairs(M.scrub_rules.contains) do alts[#alts + 1] = "*" .. ci(c) .. "*" end
-  return table.concat(alts, "|")
-end
-
---- The rules as dshd's StartRequest.envScrub wants them.
-function M.scrub_wire()
-  local r = M.scrub_rules
-  return { contains = { unpack(r.contains) }, prefixes = { unpack(r.prefixes) } }
-end
-
---- This process's environment now (environ(7), so setenv() is seen).
-function M.host_env()
-  local ffi = require "ffi"
-  pcall(ffi.cdef, "extern char **environ;")
-  local env, p = {}, ffi.C.environ
-  local i = 0
-  while p ~= nil and p[i] ~= nil do
-    local name, value = ffi.string(p[i]):match("^([^=]+)=(.*)$")
-    if name then env[name] = value end
-    i = i + 1
-  end
-  return env
-end
-
 --- A random id for a process's state directory.
 function M.new_id()
   local h = sysutil.random_hex(16)
@@ -115,45 +89,51 @@ function M.new_id()
 end
 
 -- Option checks -------------------------------------------------------------------
+-- Misuse raises "dsh.subprocess: <method>: <what>" (errors.misuse: at the
+-- caller's line); the reference's own texts follow the method's name.
 
-local function check_string_list(list)
-  for i = 1, #list do
-    local v = list[i]
-    if type(v) ~= "string" then error("invalid argv: argv[" .. (i - 1) .. "] must be a string", 4) end
-    if v:find("\0", 1, true) then error("invalid argv: argv[" .. (i - 1) .. "] contains a NUL byte", 4) end
-  end
+local function misuse(method, fmt, ...)
+  errors.misuse(MOD, "%s: " .. fmt, method, ...)
 end
 
-local function check_argv(argv)
-  if type(argv) ~= "table" or type(argv[1]) ~= "string" or argv[1] == "" then
-    error("invalid argv: expected a non-empty program name at argv[0]", 4)
+local function check_argv(method, argv)
+  if type(argv) ~= "table" then
+    misuse(method, "invalid argv: expected a table of strings, got %s", type(argv))
   end
-  check_string_list(argv)
+  if type(argv[1]) ~= "string" or argv[1] == "" then
+    misuse(method, "invalid argv: expected a non-empty program name at argv[0]")
+  end
   local copy = {}
-  for i = 1, #argv do copy[i] = argv[i] end
+  for i = 1, #argv do
+    local v = argv[i]
+    if type(v) ~= "string" then misuse(method, "invalid argv: argv[%d] must be a string", i - 1) end
+    if v:find("\0", 1, true) then misuse(method, "invalid argv: argv[%d] contains a NUL byte", i - 1) end
+    copy[i] = v
+  end
   return copy
 end
 
-local function check_grace(prefix, g)
+-- graceMs messages are the reference's, prefixed with the provider's name.
+local function check_grace(prefix, method, g)
   if g == nil then return M.DEFAULT_GRACE_MS end
   if type(g) ~= "number" or g ~= g or g <= 0 or g == math.huge then
-    error(prefix .. ": graceMs must be a positive finite number", 4)
+    errors.misuse(prefix, "%s: graceMs must be a positive finite number", method)
   end
-  if g > M.MAX_GRACE_MS then error(prefix .. ": graceMs must be at most " .. M.MAX_GRACE_MS, 4) end
+  if g > M.MAX_GRACE_MS then errors.misuse(prefix, "%s: graceMs must be at most %d", method, M.MAX_GRACE_MS) end
   return math.ceil(g)
 end
 
-local function check_env(env)
+local function check_env(method, env)
   if env == nil then return nil end
-  if type(env) ~= "table" then error(MOD .. ": spawn: env must be a table of name = value", 4) end
+  if type(env) ~= "table" then misuse(method, "env must be a table of name = value") end
   local out = {}
   for k, v in pairs(env) do
     if type(k) ~= "string" or k == "" or k:find("[=%z]") then
-      error(string.format("%s: spawn: env name %q is not a valid variable name", MOD, tostring(k)), 4)
+      misuse(method, "env name %q is not a valid variable name", tostring(k))
     end
     if type(v) == "number" then v = tostring(v) end
     if type(v) ~= "string" or v:find("\0", 1, true) then
-      error(MOD .. ": spawn: env." .. k .. " must be a string without NUL bytes", 4)
+      misuse(method, "env.%s must be a string without NUL bytes", k)
     end
     out[k] = v
   end
@@ -162,7 +142,7 @@ end
 
 local function positive_int(what, v)
   if type(v) ~= "number" or v < 1 or v % 1 ~= 0 or v > 2 ^ 53 - 1 then
-    error(MOD .. ": spawn: " .. what .. " must be a positive integer", 5)
+    misuse("spawn", "%s must be a positive integer", what)
   end
   return v
 end
@@ -171,27 +151,25 @@ local function check_out(name, v)
   if v == nil or v == "pipe" then return { mode = "pipe" } end
   if v == "inherit" then return { mode = "inherit" } end
   if type(v) ~= "table" then
-    error(MOD .. ": spawn: stdio." .. name .. ' must be "pipe", "inherit" or {maxBytes=, spill=}', 4)
+    misuse("spawn", 'stdio.%s must be "pipe", "inherit" or {maxBytes=, spill=}', name)
   end
   local s = { mode = "collect", maxBytes = positive_int("stdio." .. name .. ".maxBytes", v.maxBytes) }
   if v.spill ~= nil then
-    if type(v.spill) ~= "table" then
-      error(MOD .. ": spawn: stdio." .. name .. ".spill must be {maxBytes=}", 4)
-    end
+    if type(v.spill) ~= "table" then misuse("spawn", "stdio.%s.spill must be {maxBytes=}", name) end
     s.spill = { maxBytes = positive_int("stdio." .. name .. ".spill.maxBytes", v.spill.maxBytes) }
   end
   return s
 end
 
 local function check_stdio(stdio)
-  if stdio ~= nil and type(stdio) ~= "table" then error(MOD .. ": spawn: stdio must be a table", 4) end
+  if stdio ~= nil and type(stdio) ~= "table" then misuse("spawn", "stdio must be a table") end
   stdio = stdio or {}
   local stdin, data = stdio.stdin or "ignore", nil
   if type(stdin) == "table" then
-    if type(stdin.data) ~= "string" then error(MOD .. ": spawn: stdio.stdin.data must be a string", 4) end
+    if type(stdin.data) ~= "string" then misuse("spawn", "stdio.stdin.data must be a string") end
     stdin, data = "data", stdin.data
   elseif stdin ~= "ignore" and stdin ~= "pipe" then
-    error(MOD .. ': spawn: stdio.stdin must be "ignore", "pipe" or {data=}', 4)
+    misuse("spawn", 'stdio.stdin must be "ignore", "pipe" or {data=}')
   end
   return stdin, data, check_out("stdout", stdio.stdout), check_out("stderr", stdio.stderr)
 end
@@ -204,10 +182,6 @@ end
 
 -- Handles ------------------------------------------------------------------------
 
-local Writer = require("dsh.subprocess._handle").Writer
-local Handle = require("dsh.subprocess._handle").Handle
-local Terminal = require("dsh.subprocess._handle").Terminal
-
 ---@class dsh.subprocess.Service
 ---@field name string   the provider's name, the prefix of its messages
 ---@field cwd string    default working directory of spawns
@@ -219,7 +193,7 @@ Service.__tostring = function(s)
   return string.format("%s(%d live%s)", s.name, n, s._disposing and ", disposing" or "")
 end
 
---- A service over a backend (see dsh.subprocess._handle for the backend contract).
+--- A service over a backend (the backend contract is in dsh.subprocess._handle).
 ---@param backend table
 ---@return dsh.subprocess.Service
 function M.service(backend)
@@ -239,22 +213,20 @@ end
 ---@param o dsh.subprocess.SpawnOpts
 ---@return dsh.subprocess.Handle|nil, dsh.Error|nil
 function Service:spawn(o)
-  if type(o) ~= "table" then error(MOD .. ": spawn: expected an options table, got " .. type(o), 2) end
-  local argv = check_argv(o.argv)
-  local grace = check_grace(self.name, o.graceMs)
+  if type(o) ~= "table" then misuse("spawn", "expected an options table, got %s", type(o)) end
+  local argv = check_argv("spawn", o.argv)
+  local grace = check_grace(self.name, "spawn", o.graceMs)
   local stdin, data, out, err = check_stdio(o.stdio)
-  local env = check_env(o.env)
-  if o.cwd ~= nil and type(o.cwd) ~= "string" then error(MOD .. ": spawn: cwd must be a string", 2) end
-  if o.signal ~= nil and not async.is_signal(o.signal) then
-    error(MOD .. ": spawn: signal must be an abort signal", 2)
-  end
+  local env = check_env("spawn", o.env)
+  if o.cwd ~= nil and type(o.cwd) ~= "string" then misuse("spawn", "cwd must be a string") end
+  if o.signal ~= nil and not async.is_signal(o.signal) then misuse("spawn", "signal must be an abort signal") end
   if o.signal and o.signal.aborted then
     return nil, errors.new("ABORTED", "aborted before spawn: " .. reason_text(o.signal.reason),
       { reason = o.signal.reason })
   end
   if self._disposing then return nil, errors.new("DISPOSED", self.name .. ": the service is disposing") end
   local h = Handle.new(self, {
-    argv = argv, cwd = o.cwd or self.cwd, env = env, stdin = stdin, stdin_data = data,
+    id = M.new_id(), argv = argv, cwd = o.cwd or self.cwd, env = env, stdin = stdin, stdin_data = data,
     stdout = out, stderr = err, grace = grace, signal = o.signal,
   })
   return h
@@ -272,23 +244,19 @@ end
 ---@param o dsh.subprocess.TerminalOpts
 ---@return dsh.subprocess.Terminal|nil, dsh.Error|nil
 function Service:spawnTerminal(o)
-  if type(o) ~= "table" then
-    error(MOD .. ": spawnTerminal: expected an options table, got " .. type(o), 2)
-  end
-  local argv = check_argv(o.argv)
-  local grace = check_grace(self.name, o.graceMs)
-  local env = check_env(o.env)
+  if type(o) ~= "table" then misuse("spawnTerminal", "expected an options table, got %s", type(o)) end
+  local argv = check_argv("spawnTerminal", o.argv)
+  local grace = check_grace(self.name, "spawnTerminal", o.graceMs)
+  local env = check_env("spawnTerminal", o.env)
   local function dim(what, v, d)
     if v == nil then return d end
     if type(v) ~= "number" or v < 1 or v > 65535 or v % 1 ~= 0 then
-      error(MOD .. ": spawnTerminal: " .. what .. " must be an integer in [1, 65535]", 3)
+      misuse("spawnTerminal", "%s must be an integer in [1, 65535]", what)
     end
     return v
   end
   local rows, cols = dim("rows", o.rows, 24), dim("cols", o.cols, 80)
-  if o.cwd ~= nil and type(o.cwd) ~= "string" then
-    error(MOD .. ": spawnTerminal: cwd must be a string", 2)
-  end
+  if o.cwd ~= nil and type(o.cwd) ~= "string" then misuse("spawnTerminal", "cwd must be a string") end
   if self._disposing then return nil, errors.new("DISPOSED", self.name .. ": the service is disposing") end
   return Terminal.start(self, {
     argv = argv, cwd = o.cwd or self.cwd, env = env, pty = { rows = rows, cols = cols }, grace = grace,
@@ -309,8 +277,9 @@ function Service:live_count()
 end
 
 --- Terminate every live handle and terminal, then join each (done, then the
--- whole group gone) before returning. Returns true, or nil and the first
--- release failure (every handle was still tried; none is left behind).
+-- whole group gone) before returning. Returns true, or nil and the release
+-- failure (SUBPROCESS_DISPOSE listing every one when several failed; every
+-- handle was still tried, none is left behind).
 function Service:dispose()
   if self._disposed then return self._disposed:await() end
   local f = async.future()
@@ -319,13 +288,14 @@ function Service:dispose()
   local list = {}
   for obj in pairs(self._live) do list[#list + 1] = obj end
   for _, obj in ipairs(list) do obj:_dispose_start() end
-  local first
+  local failures = {}
   for _, obj in ipairs(list) do
     local ok, err = obj:_join()
-    if not ok and first == nil then first = err end
+    if not ok then failures[#failures + 1] = err end
   end
   if self._backend.dispose then self._backend:dispose() end
-  if first then f:resolve(nil, first) else f:resolve(true) end
+  local err = errors.combine(failures, "SUBPROCESS_DISPOSE", self.name .. ": dispose")
+  if err then f:resolve(nil, err) else f:resolve(true) end
   return f:await()
 end
 

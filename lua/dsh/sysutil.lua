@@ -3,6 +3,12 @@
 -- Used by the sandbox lifecycle and the CLI: random ids and tokens, atomic
 -- file writes, recursive removal, and liveness of a pid recorded with its
 -- start time (so a recycled pid is never mistaken for ours).
+--
+-- Failures return nil, err (dsh.errors) with err.code NOT_FOUND (no such file
+-- or process), PERMISSION_DENIED or IO_ERROR, err.message naming the function
+-- and what failed, and err.errno when the system gave one. Success returns a
+-- value or true.
+local errors = require "dsh.errors"
 local lfs = require "lfs"
 local F = require "dsh._ffi"
 local ffi = F.ffi
@@ -10,11 +16,41 @@ local libc = ffi.C -- declarations in dsh._ffi.sys
 
 local M = {}
 
---- n random bytes from the kernel.
+local EPERM, ENOENT, ESRCH, EACCES = libc.DSH_SYS_EPERM, libc.DSH_SYS_ENOENT, libc.DSH_SYS_ESRCH, libc.DSH_SYS_EACCES
+
+-- The error of a failed call: what ("read_file: /x") and the system's message.
+local function fail(what, msg, errno)
+  local code = "IO_ERROR"
+  if errno == ENOENT or errno == ESRCH then
+    code = "NOT_FOUND"
+  elseif errno == EACCES or errno == EPERM then
+    code = "PERMISSION_DENIED"
+  end
+  return nil, errors.new(code, what .. ": " .. tostring(msg), { errno = errno })
+end
+
+-- The same for a libc call that set errno.
+local function fail_errno(what)
+  local errno = ffi.errno()
+  return fail(what, ffi.string(libc.strerror(errno)), errno)
+end
+
+-- io.open/lfs messages start with the path, which what already names.
+local function strip_path(msg, path)
+  msg = tostring(msg)
+  if msg:sub(1, #path + 2) == path .. ": " then return msg:sub(#path + 3) end
+  return msg
+end
+
+--- n random bytes from the kernel. Raises if the kernel gives none (no
+-- /dev/urandom is not a state dsh can work in).
 function M.random_bytes(n)
-  local f = assert(io.open("/dev/urandom", "rb"))
-  local s = f:read(n)
-  f:close()
+  local f, err = io.open("/dev/urandom", "rb")
+  local s = f and f:read(n)
+  if f then f:close() end
+  if type(s) ~= "string" or #s ~= n then
+    error("dsh.sysutil: random_bytes: cannot read /dev/urandom: " .. tostring(err or "short read"), 2)
+  end
   return s
 end
 
@@ -34,63 +70,97 @@ function M.random_hex(nbytes)
   return (M.random_bytes(nbytes):gsub(".", function(c) return string.format("%02x", c:byte()) end))
 end
 
+--- The whole content of a file.
+---@return string|nil, dsh.Error?
 function M.read_file(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("*a")
+  local f, msg, errno = io.open(path, "rb")
+  if not f then return fail("read_file: " .. path, strip_path(msg, path), errno) end
+  local s, rmsg, rerrno = f:read("*a")
   f:close()
+  if not s then return fail("read_file: " .. path, rmsg, rerrno) end
   return s
 end
 
 --- Write data to path atomically (temp file + rename), with mode (octal string
--- such as "600") applied before the rename.
+-- such as "600") applied before the rename. On failure path is unchanged and
+-- the temp file is gone.
+---@return true|nil, dsh.Error?
 function M.write_file(path, data, mode)
   local tmp = path .. ".tmp-" .. M.random_hex(4)
-  local f, err = io.open(tmp, "wb")
-  if not f then return nil, err end
-  f:write(data)
-  f:close()
-  if mode then M.chmod(tmp, mode) end
-  local ok, rerr = os.rename(tmp, path)
-  if not ok then
+  local what = "write_file: " .. path
+  local f, msg, errno = io.open(tmp, "wb")
+  if not f then return fail(what, strip_path(msg, tmp), errno) end
+  local ok, wmsg, werrno = f:write(data)
+  local cok, cmsg, cerrno = f:close() -- also reports a failed flush
+  if not ok or not cok then
     os.remove(tmp)
-    return nil, rerr
+    if not ok then return fail(what, wmsg, werrno) end
+    return fail(what, cmsg, cerrno)
+  end
+  if mode then
+    local mok, merr = M.chmod(tmp, mode)
+    if not mok then
+      os.remove(tmp)
+      return nil, errors.new(merr.code, what .. ": chmod: " .. merr.message, { errno = merr.errno })
+    end
+  end
+  local rok, rmsg, rerrno = os.rename(tmp, path)
+  if not rok then
+    os.remove(tmp)
+    return fail(what, rmsg, rerrno)
   end
   return true
 end
 
+--- Set the mode of path (an octal string such as "600").
+---@return true|nil, dsh.Error?
 function M.chmod(path, mode)
-  return libc.chmod(path, tonumber(mode, 8)) == 0
+  if libc.chmod(path, tonumber(mode, 8)) ~= 0 then return fail_errno("chmod: " .. path) end
+  return true
 end
 
 --- mkdir -p with a mode for the directories it creates.
+---@return true|nil, dsh.Error?
 function M.mkdir_p(path, mode)
   local cur = path:sub(1, 1) == "/" and "" or "."
   for part in path:gmatch("[^/]+") do
     cur = cur .. "/" .. part
     if lfs.attributes(cur, "mode") == nil then
-      local ok, err = lfs.mkdir(cur)
-      if not ok and lfs.attributes(cur, "mode") ~= "directory" then return nil, err end
-      if mode then M.chmod(cur, mode) end
+      local ok, msg, errno = lfs.mkdir(cur)
+      if not ok and lfs.attributes(cur, "mode") ~= "directory" then
+        return fail("mkdir_p: " .. cur, strip_path(msg, cur), errno)
+      end
+      if mode then
+        local mok, merr = M.chmod(cur, mode)
+        if not mok then return nil, errors.new(merr.code, "mkdir_p: " .. merr.message, { errno = merr.errno }) end
+      end
     end
   end
   return true
 end
 
---- rm -rf path (symlinks are removed, never followed).
+--- rm -rf path (symlinks are removed, never followed). Removes what it can
+-- and reports the first failure.
+---@return true|nil, dsh.Error?
 function M.rm_rf(path)
   local mode = lfs.symlinkattributes(path, "mode")
   if mode == nil then return true end
   if mode == "directory" then
     M.chmod(path, "700") -- a read-only directory written by the sandbox must still go
-    for name in lfs.dir(path) do
-      if name ~= "." and name ~= ".." then M.rm_rf(path .. "/" .. name) end
+    local first
+    local ok, iter, dir = pcall(lfs.dir, path)
+    if not ok then return fail("rm_rf: " .. path, iter) end
+    for name in iter, dir do
+      if name ~= "." and name ~= ".." then
+        local rok, rerr = M.rm_rf(path .. "/" .. name)
+        if not rok and not first then first = rerr end
+      end
     end
-    local ok, err = lfs.rmdir(path)
-    if not ok then return nil, err end
+    local dok, msg, errno = lfs.rmdir(path)
+    if not dok then return nil, first or select(2, fail("rm_rf: " .. path, strip_path(msg, path), errno)) end
   else
-    local ok, err = os.remove(path)
-    if not ok then return nil, err end
+    local ok, msg, errno = os.remove(path)
+    if not ok then return fail("rm_rf: " .. path, strip_path(msg, path), errno) end
   end
   return true
 end
@@ -113,16 +183,18 @@ function M.list_dir(path)
   return out
 end
 
---- Start time of pid in clock ticks since boot (field 22 of /proc/pid/stat), or nil.
+--- Start time of pid in clock ticks since boot (field 22 of /proc/pid/stat),
+-- a decimal string; nil, err (NOT_FOUND) when no such process lives.
+---@return string|nil, dsh.Error?
 function M.start_time(pid)
   local s = M.read_file("/proc/" .. pid .. "/stat")
-  if not s then return nil end
-  local rest = s:match("^%d+ %b() (.*)$")
-  if not rest then return nil end
+  local rest = s and s:match("^%d+ %b() (.*)$")
   local fields = {}
-  for f in rest:gmatch("%S+") do fields[#fields + 1] = f end
+  for f in (rest or ""):gmatch("%S+") do fields[#fields + 1] = f end
   -- rest starts at field 3 (state); field 22 is starttime
-  if fields[1] == "Z" then return nil end
+  if not fields[20] or fields[1] == "Z" then
+    return nil, errors.new("NOT_FOUND", "start_time: no live process " .. tostring(pid))
+  end
   return fields[20]
 end
 
@@ -132,17 +204,21 @@ function M.pid_record(pid)
   return pid .. " " .. (M.start_time(pid) or "0")
 end
 
---- The pid of a record if that very process is still alive, else nil.
+--- The pid of a record if that very process is still alive, else nil, err
+-- (NOT_FOUND).
+---@return integer|nil, dsh.Error?
 function M.live_pid(record)
   local pid, start = (record or ""):match("^(%d+) (%d+)")
   pid = tonumber(pid)
-  if not pid then return nil end
-  if M.start_time(pid) ~= start then return nil end
-  return pid
+  if pid and M.start_time(pid) == start then return pid end
+  return nil, errors.new("NOT_FOUND", "live_pid: no live process for record " .. string.format("%q", record or ""))
 end
 
+--- kill(2): sig to pid (a negative pid: to that process group).
+---@return true|nil, dsh.Error?
 function M.kill(pid, sig)
-  return libc.kill(pid, sig) == 0
+  if libc.kill(pid, sig) ~= 0 then return fail_errno("kill: " .. tostring(pid)) end
+  return true
 end
 
 function M.getpid()
@@ -151,9 +227,26 @@ end
 
 --- Set (value a string) or unset (value nil) an environment variable of this
 -- process, so that children and os.getenv see it.
+---@return true|nil, dsh.Error?
 function M.setenv(name, value)
-  if value == nil then return libc.unsetenv(name) == 0 end
-  return libc.setenv(name, value, 1) == 0
+  local rc
+  if value == nil then rc = libc.unsetenv(name) else rc = libc.setenv(name, value, 1) end
+  if rc ~= 0 then return fail_errno("setenv: " .. tostring(name)) end
+  return true
+end
+
+--- This process's environment now, name -> value (environ(7), so what
+-- setenv() changed is seen, unlike /proc/self/environ).
+---@return table<string, string>
+function M.environ()
+  local env, p = {}, libc.environ
+  local i = 0
+  while p ~= nil and p[i] ~= nil do
+    local name, value = ffi.string(p[i]):match("^([^=]+)=(.*)$")
+    if name then env[name] = value end
+    i = i + 1
+  end
+  return env
 end
 
 function M.getuid()
@@ -171,14 +264,15 @@ function M.state_dir()
   return home .. "/.local/state/dsh"
 end
 
---- First executable named name in $PATH, or nil.
+--- First executable named name in $PATH; nil, err (NOT_FOUND) when none.
+---@return string|nil, dsh.Error?
 function M.which(name)
   for dir in (os.getenv("PATH") or "/usr/bin:/bin"):gmatch("[^:]+") do
     local p = dir .. "/" .. name
     local mode = lfs.attributes(p, "mode")
     if mode == "file" then return p end
   end
-  return nil
+  return nil, errors.new("NOT_FOUND", "which: no " .. name .. " in PATH")
 end
 
 return M

@@ -1,11 +1,12 @@
 --- Config of the bash provider: { timeoutMs=, maxOutputBytes=, maxSpillBytes=, graceMs=, cwd= }.
 -- Raises on bad config; returns the normalised config.
+local errors = require "dsh.errors"
 local bash = require "dsh.bash"
 
 local M = {}
 
 local function fail(msg)
-  error("bash: " .. msg, 0)
+  errors.misuse("bash", "%s", msg)
 end
 
 local KNOWN = { timeoutMs = true, maxOutputBytes = true, maxSpillBytes = true, graceMs = true, cwd = true }

@@ -151,7 +151,8 @@ function M.setup(scope, cfg)
       if ok == false then ok = true end -- already paused is fine
     end
     h:close()
-    if ok == nil then error(derr, 0) end
+    if ok == nil then return nil, derr end
+    return true
   end)
   if scope.signal.aborted then return nil, async.abort_error(scope.signal.reason) end
   local ok, perr = prepare(service, cfg)

@@ -2,6 +2,7 @@
 --
 -- Raises on bad config, synchronously, before any sandbox is created or
 -- contacted. Returns the normalised config.
+local errors = require "dsh.errors"
 local M = {}
 
 M.DEFAULTS = {
@@ -14,7 +15,7 @@ M.DEFAULTS = {
 }
 
 local function fail(msg)
-  error("dsh-e2b: " .. msg, 0)
+  errors.misuse("dsh-e2b", "%s", msg)
 end
 
 local function string_map(name, v)

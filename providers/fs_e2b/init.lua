@@ -26,12 +26,45 @@ local M = {
 M.REALPATH_TIMEOUT_MS = 10000
 
 function M.validate(cfg)
-  if type(cfg) ~= "table" or next(cfg) ~= nil then error("fs-e2b: takes no config", 0) end
+  if type(cfg) ~= "table" or next(cfg) ~= nil then errors.misuse("fs-e2b", "takes no config") end
   return {}
 end
 
 local Backend = {}
 Backend.__index = Backend
+
+-- envd's words (Connect codes; a command's stderr) -> the fs backend
+-- contract's (dsh.fs.BACKEND_CODES). An abort reaches here as envd's
+-- "canceled" or, from ctx.e2b's own waits, dsh's ABORTED.
+local CODES = {
+  not_found = "FS_NOT_FOUND", permission_denied = "FS_PERMISSION_DENIED",
+  canceled = "FS_ABORTED", ABORTED = "FS_ABORTED",
+}
+
+local function fs_error(err)
+  local msg = tostring(err.message or err.code)
+  local code = CODES[err.code]
+  if not code then
+    local low = msg:lower()
+    local denied = low:find("permission denied", 1, true) or low:find("operation not permitted", 1, true)
+    code = denied and "FS_PERMISSION_DENIED" or "FS_IO_ERROR"
+  end
+  return errors.new(code, msg, { cause = err })
+end
+
+-- A reader whose failures speak the contract's words too.
+local Reader = {}
+Reader.__index = Reader
+
+function Reader:read()
+  local chunk, err = self._r:read()
+  if err then return nil, fs_error(err) end
+  return chunk
+end
+
+function Reader:close()
+  return self._r:close()
+end
 
 -- A dsh.FsInfo from a normalised envd entry. as_link: report a symlink as
 -- itself (lstat); otherwise an entry is typed by what it points to, as envd does.
@@ -58,7 +91,7 @@ end
 
 function Backend:_envd()
   local h, err = self._e2b:getSandbox()
-  if not h then return nil, err end
+  if not h then return nil, fs_error(err) end
   return h.envd
 end
 
@@ -67,15 +100,15 @@ function Backend:_run(argv, opts, timeout_ms)
   local r, err = self._e2b:exec(argv, { signal = opts and opts.signal, timeout_ms = timeout_ms })
   if not r then
     if err.code == "deadline_exceeded" and timeout_ms then
-      return nil, errors.new("io", argv[1] .. " did not finish within " .. timeout_ms
+      return nil, errors.new("FS_IO_ERROR", argv[1] .. " did not finish within " .. timeout_ms
         .. " ms (too many levels of symbolic links?)")
     end
-    return nil, err
+    return nil, fs_error(err)
   end
   if r.exit_code ~= 0 then
     local msg = (r.stderr or ""):gsub("%s+$", "")
     if msg == "" then msg = argv[1] .. " exited with code " .. tostring(r.exit_code) end
-    return nil, errors.new("io", msg)
+    return nil, fs_error({ message = msg })
   end
   return true, r.stdout
 end
@@ -88,7 +121,7 @@ function Backend:realpath(paths, opts)
   local keys = {}
   for key in out:gmatch("([^%z]*)%z") do keys[#keys + 1] = key end
   if #keys ~= #paths then
-    return nil, errors.new("io", string.format("realpath printed %d paths for %d", #keys, #paths))
+    return nil, errors.new("FS_IO_ERROR", string.format("realpath printed %d paths for %d", #keys, #paths))
   end
   return keys
 end
@@ -97,7 +130,7 @@ function Backend:lstat(path, opts)
   local envd, err = self:_envd()
   if not envd then return nil, err end
   local e, serr = envd:stat(path, copts(opts))
-  if not e then return nil, serr end
+  if not e then return nil, fs_error(serr) end
   return info_of(e, true)
 end
 
@@ -105,10 +138,10 @@ function Backend:stat(key, opts)
   local envd, err = self:_envd()
   if not envd then return nil, err end
   local e, serr = envd:stat(key, copts(opts))
-  if not e then return nil, serr end
+  if not e then return nil, fs_error(serr) end
   -- realpath -m leaves a symlink in a key only when it loops: stat(2) says ELOOP
   if e.symlink_target and e.symlink_target == key then
-    return nil, errors.new("io", "stat " .. key .. ": too many levels of symbolic links")
+    return nil, errors.new("FS_IO_ERROR", "stat " .. key .. ": too many levels of symbolic links")
   end
   return info_of(e, false)
 end
@@ -127,7 +160,7 @@ function Backend:locate(display, opts)
   if not e and serr.code == "not_found" then return key, false end
   local info, ierr = self:stat(key, opts)
   if info then return key, info end
-  if ierr.code == "not_found" then return key, false end
+  if ierr.code == "FS_NOT_FOUND" then return key, false end
   return nil, ierr
 end
 
@@ -137,7 +170,7 @@ function Backend:children(key, opts)
   local envd, err = self:_envd()
   if not envd then return nil, err end
   local entries, lerr = envd:list_dir(key, 1, copts(opts))
-  if not entries then return nil, lerr end
+  if not entries then return nil, fs_error(lerr) end
   local base = key == "/" and "" or key
   local out, linked, dangling = {}, {}, {}
   for i, e in ipairs(entries) do
@@ -165,7 +198,7 @@ function Backend:children(key, opts)
     local info, serr = tasks[j]:await()
     if info then
       item.info = info
-    elseif serr.code == "not_found" then
+    elseif serr.code == "FS_NOT_FOUND" then
       item.info = false
     else
       first = first or serr
@@ -182,14 +215,16 @@ end
 function Backend:open(key, opts)
   local envd, err = self:_envd()
   if not envd then return nil, err end
-  return envd:open_file(key, copts(opts))
+  local r, oerr = envd:open_file(key, copts(opts))
+  if not r then return nil, fs_error(oerr) end
+  return setmetatable({ _r = r }, Reader)
 end
 
 function Backend:writeTemp(path, data, tag, opts)
   local envd, err = self:_envd()
   if not envd then return nil, err end
   local ok, werr = envd:write_file(path, data, { metadata = { ["dsh-version"] = tag }, signal = opts.signal })
-  if not ok then return nil, werr end
+  if not ok then return nil, fs_error(werr) end
   return true
 end
 
@@ -203,14 +238,16 @@ function Backend:rename(from, to, opts)
   local envd, err = self:_envd()
   if not envd then return nil, err end
   local e, merr = envd:move(from, to, copts(opts))
-  if not e then return nil, merr end
+  if not e then return nil, fs_error(merr) end
   return info_of(e, false)
 end
 
 function Backend:remove(path, opts)
   local envd, err = self:_envd()
   if not envd then return nil, err end
-  return envd:remove(path, copts(opts))
+  local ok, rerr = envd:remove(path, copts(opts))
+  if not ok then return nil, fs_error(rerr) end
+  return true
 end
 
 --- A dsh.fs backend over an E2B sandbox owner (ctx.e2b).

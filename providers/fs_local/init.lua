@@ -22,6 +22,13 @@ local M = {
 local Backend = {}
 Backend.__index = Backend
 
+-- hostfs's words (from errno) -> the fs backend contract's (dsh.fs.BACKEND_CODES).
+local CODES = { not_found = "FS_NOT_FOUND", permission_denied = "FS_PERMISSION_DENIED" }
+
+local function fs_error(err)
+  return errors.new(CODES[err.code] or "FS_IO_ERROR", err.message, { errno = err.errno })
+end
+
 local function info_of(st, target)
   return {
     type = st.type, size = st.size, mode = st.mode, mtime = st.mtime, symlinkTarget = target,
@@ -54,12 +61,12 @@ local function realpath_m(path)
       local loop = false
       if target then
         if links >= M.MAX_LINKS then
-          return nil, errors.new("io", "realpath: Too many levels of symbolic links")
+          return nil, errors.new("FS_IO_ERROR", "realpath: Too many levels of symbolic links")
         elseif links < 20 then
           links = links + 1
         else
           local parent, err = hostfs.stat(dir)
-          if not parent then return nil, err end
+          if not parent then return nil, fs_error(err) end
           local rest = {}
           for i = #todo, 1, -1 do rest[#rest + 1] = todo[i] end
           local key = parent.dev .. ":" .. parent.ino .. "|" .. seg .. "/" .. table.concat(rest, "/")
@@ -94,7 +101,7 @@ end
 
 function Backend.lstat(_, path)
   local st, err = hostfs.lstat(path)
-  if not st then return nil, err end
+  if not st then return nil, fs_error(err) end
   local target
   if st.type == "symlink" then target = hostfs.readlink(path) end
   return info_of(st, target)
@@ -102,7 +109,7 @@ end
 
 function Backend.stat(_, key)
   local st, err = hostfs.stat(key)
-  if not st then return nil, err end
+  if not st then return nil, fs_error(err) end
   return info_of(st)
 end
 
@@ -113,7 +120,11 @@ function Backend.names(_, key)
       if name ~= "." and name ~= ".." then names[#names + 1] = name end
     end
   end)
-  if not ok then return nil, errors.new("io", tostring(err)) end
+  if not ok then
+    -- lfs reports "cannot open <dir>: <strerror>"
+    local denied = tostring(err):find("Permission denied", 1, true)
+    return nil, errors.new(denied and "FS_PERMISSION_DENIED" or "FS_IO_ERROR", tostring(err))
+  end
   return names
 end
 
@@ -121,7 +132,8 @@ end
 local function io_error(call, path, msg, errno)
   msg = tostring(msg)
   if path and msg:sub(1, #path + 2) == path .. ": " then msg = msg:sub(#path + 3) end
-  local code = errno == 2 and "not_found" or (errno == 13 or errno == 1) and "permission_denied" or "io"
+  local code = errno == 2 and "FS_NOT_FOUND" or (errno == 13 or errno == 1) and "FS_PERMISSION_DENIED"
+    or "FS_IO_ERROR"
   return errors.new(code, call .. ": " .. msg, { errno = errno })
 end
 
@@ -156,28 +168,30 @@ local function make_parents(dir)
   local ok, err = make_parents(parent)
   if not ok then return nil, err end
   ok, err = hostfs.mkdir(dir, 493)
-  if not ok and lfs.attributes(dir, "mode") ~= "directory" then return nil, err end
+  if not ok and lfs.attributes(dir, "mode") ~= "directory" then return nil, fs_error(err) end
   return true
 end
 
 function Backend.writeTemp(_, path, data)
   local ok, err = make_parents(path:match("^(.*)/[^/]*$"))
   if not ok then return nil, err end
-  return hostfs.create(path, data, 384)
+  ok, err = hostfs.create(path, data, 384)
+  if not ok then return nil, fs_error(err) end
+  return true
 end
 
 function Backend.chmod(_, path, mode)
   local ok, err = hostfs.chmod(path, mode)
   if not ok then
     -- a vanished temp file is an I/O failure of the write, not "not found"
-    return nil, errors.new(err.code == "not_found" and "io" or err.code, err.message)
+    return nil, errors.new(err.code == "not_found" and "FS_IO_ERROR" or fs_error(err).code, err.message)
   end
   return true
 end
 
 function Backend.rename(_, from, to)
   local ok, err = hostfs.rename(from, to)
-  if not ok then return nil, err end
+  if not ok then return nil, fs_error(err) end
   local st = hostfs.lstat(to)
   -- gone again already: report a state no later stat can match
   if not st then return { type = "other", mode = 0, identity = "vanished" } end
@@ -185,7 +199,9 @@ function Backend.rename(_, from, to)
 end
 
 function Backend.remove(_, path)
-  return hostfs.unlink(path)
+  local ok, err = hostfs.unlink(path)
+  if not ok then return nil, fs_error(err) end
+  return true
 end
 
 --- A dsh.fs backend over the host filesystem; cwd must be absolute.

@@ -23,6 +23,7 @@
 local async = require "dsh.async"
 local errors = require "dsh.errors"
 local loop = require "dsh.loop"
+local signals = require "dsh.signals"
 local remote = require "dsh.providers.subprocess_e2b.remote"
 local subprocess = require "dsh.subprocess"
 
@@ -39,9 +40,22 @@ while IFS= read -r -d '' r; do
 done < <(env -0)
 ]]
 
+--- A POSIX `case` pattern matching exactly the names the seam scrubs, ASCII
+-- case-insensitive whatever the shell's locale: "[Dd][Ss][Hh]_*|*[Kk][Ee][Yy]*|...".
+function M.scrub_case_pattern()
+  local function ci(s)
+    assert(s:match("^[%w_]+$"), "scrub rules must be identifier characters")
+    return (s:gsub("%a", function(c) return "[" .. c:upper() .. c:lower() .. "]" end))
+  end
+  local r, alts = subprocess.scrub_rules, {}
+  for _, p in ipairs(r.prefixes) do alts[#alts + 1] = ci(p) .. "*" end
+  for _, c in ipairs(r.contains) do alts[#alts + 1] = "*" .. ci(c) .. "*" end
+  return table.concat(alts, "|")
+end
+
 -- The scrub loop, its case pattern generated from the seam's one definition.
 local function scrub_loop()
-  return (SCRUB:gsub("@SCRUB@", function() return subprocess.scrub_case_pattern() end))
+  return (SCRUB:gsub("@SCRUB@", function() return M.scrub_case_pattern() end))
 end
 
 M.INNER = ([[
@@ -189,8 +203,8 @@ end
 -- nothing is inferred: a status is a status.
 function Compat:_outcome(e)
   if self._term_sent and e.exited then
-    if e.exit_code == 15 then return { exitCode = nil, signal = "SIGTERM" } end
-    if e.exit_code == 9 then return { exitCode = nil, signal = "SIGKILL" } end
+    if e.exit_code == signals.number("SIGTERM") then return { exitCode = nil, signal = "SIGTERM" } end
+    if e.exit_code == signals.number("SIGKILL") then return { exitCode = nil, signal = "SIGKILL" } end
   end
   if not e.exited and e.status then
     local what = e.status:match("^signal: (%a+)")
@@ -201,8 +215,8 @@ function Compat:_outcome(e)
 end
 
 function Compat:signal(sig)
-  local num = require("dsh.proc").signum(sig)
-  if not num then error(NAME .. ": unknown signal " .. tostring(sig), 2) end
+  local num = type(sig) == "number" and sig or signals.number(sig)
+  if not num then errors.misuse(NAME, "signal: unknown signal %s", tostring(sig)) end
   local r, err = exec_script(self, [[kill -s "$2" -- "-$1"]], tostring(self.pid), tostring(num))
   if not r then return nil, err end
   if r.exit_code ~= 0 then return nil, errors.new("not_found", "process group " .. self.pid .. " is gone") end

@@ -70,10 +70,7 @@ function M.setup(scope, cfg)
   local e2b = scope.ctx.e2b
   if not e2b then return nil, errors.new("DEPENDENCY_MISSING", M.name .. " requires ctx.e2b") end
   local svc = subprocess.service(M.backend(e2b, cfg))
-  scope:on_dispose(function()
-    local ok, err = svc:dispose()
-    if not ok then error(err, 0) end
-  end)
+  scope:on_dispose(function() return svc:dispose() end)
   return svc
 end
 

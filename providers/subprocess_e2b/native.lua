@@ -20,6 +20,12 @@ M.REQUIRED = {
   "process-groups", "group-signals", "exit-signals", "replay", "quiescence", "env-scrub", "spill",
 }
 
+--- The seam's scrub rules as dshd's StartRequest.envScrub carries them.
+function M.env_scrub()
+  local r = subprocess.scrub_rules
+  return { contains = { unpack(r.contains) }, prefixes = { unpack(r.prefixes) } }
+end
+
 local Native = setmetatable({}, { __index = remote.Proc })
 Native.__index = Native
 Native.__tostring = remote.Proc.__tostring
@@ -37,7 +43,7 @@ function M.start(backend, client, spec)
   end
   local p, err = client:start {
     cmd = spec.argv[1], args = args, envs = spec.env, cwd = spec.cwd, pty = spec.pty,
-    stdin = spec.stdin == "pipe", env_scrub = subprocess.scrub_wire(), spill = spill,
+    stdin = spec.stdin == "pipe", env_scrub = M.env_scrub(), spill = spill,
   }
   if not p then return nil, err end
   local bp = setmetatable(remote.new({ backend = backend, client = client, spec = spec, flavor = "dshd",

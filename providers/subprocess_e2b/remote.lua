@@ -8,11 +8,12 @@
 -- event, the pump reconnects with Connect — on dshd with `resume` set to the
 -- byte offsets already delivered, so nothing is lost or repeated (a data
 -- event's `offset` trims an overlap; a jump forward is a gap the collector is
--- told about). It retries for reconnectMs; then `done` rejects with
+-- told about). It retries for reconnectMs; then `done` resolves nil, err with
 -- SUBPROCESS_LOST, so a dead daemon is reported within seconds.
 local async = require "dsh.async"
 local errors = require "dsh.errors"
 local loop = require "dsh.loop"
+local signals = require "dsh.signals"
 
 local M = {}
 local NAME = "subprocess-e2b"
@@ -146,8 +147,8 @@ kill -s "$2" -- "-$fg" && echo "$fg"
 --- Terminals: the signal to the terminal's foreground process group (a
 -- command run in the sandbox: envd has no call for it). Returns that pgid.
 function Proc:signal_foreground(sig)
-  local num = require("dsh.proc").signum(sig)
-  if not num then error(NAME .. ": unknown signal " .. tostring(sig), 3) end
+  local num = type(sig) == "number" and sig or signals.number(sig)
+  if not num then errors.misuse(NAME, "signal: unknown signal %s", tostring(sig)) end
   local r, err = self._backend.e2b:exec({ "/bin/bash", "-c", FOREGROUND, "dsh-e2b", tostring(self.pid),
     tostring(num) })
   if not r then return nil, err end

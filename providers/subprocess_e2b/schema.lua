@@ -4,10 +4,11 @@
 --   reconnectMs  how long a dropped process stream (or an unreachable daemon)
 --                is retried before the caller gets SUBPROCESS_LOST (default 3000).
 -- Raises on bad config; returns the normalised config.
+local errors = require "dsh.errors"
 local M = {}
 
 local function fail(msg)
-  error("subprocess-e2b: " .. msg, 0)
+  errors.misuse("subprocess-e2b", "%s", msg)
 end
 
 function M.validate(cfg)

@@ -108,7 +108,7 @@ end
 function Proc:signal_foreground(sig)
   if not self._p then return nil, errors.new("SUBPROCESS_CLOSED", NAME .. ": the process was released") end
   local num = proc.signum(sig)
-  if not num then error(NAME .. ": unknown signal " .. tostring(sig), 3) end
+  if not num then errors.misuse(NAME, "signal: unknown signal %s", tostring(sig)) end
   local fg = tpgid(self.pid)
   if not fg or fg <= 0 then fg = self.pid end
   if not sysutil.kill(-fg, num) then
@@ -196,7 +196,7 @@ function Backend:start(spec)
     end
   end
   local function mode(s) return s.mode == "inherit" and "inherit" or "pipe" end
-  local env = subprocess.compose_env(self._ambient or subprocess.host_env(), spec.env)
+  local env = subprocess.compose_env(self._ambient or sysutil.environ(), spec.env)
   local p, err = proc.spawn {
     argv = spec.argv, env = env, cwd = spec.cwd, pty = spec.pty,
     stdin = spec.stdin == "ignore" and "null" or "pipe",
@@ -233,7 +233,7 @@ function Backend:resolveExecutable(cmd)
       string.format('%s: executable "%s" is not an executable file', NAME, cmd))
   end
   if not cmd:find("/", 1, true) then
-    local env = self._ambient or subprocess.host_env()
+    local env = self._ambient or sysutil.environ()
     for dir in (env.PATH or "/usr/bin:/bin"):gmatch("[^:]+") do
       if dir:sub(1, 1) == "/" and executable(dir .. "/" .. cmd) then return dir .. "/" .. cmd end
     end
@@ -266,10 +266,7 @@ function M.setup(scope, cfg)
     sysutil.mkdir_p(parent, "700")
   end
   local svc = subprocess.service(backend)
-  scope:on_dispose(function()
-    local ok, err = svc:dispose()
-    if not ok then error(err, 0) end
-  end)
+  scope:on_dispose(function() return svc:dispose() end)
   return svc
 end
 

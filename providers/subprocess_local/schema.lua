@@ -1,9 +1,10 @@
 --- Config of subprocess-local: { cwd=, ambientEnv=, spillDir= }.
 -- Raises on bad config; returns the normalised config.
+local errors = require "dsh.errors"
 local M = {}
 
 local function fail(msg)
-  error("subprocess-local: " .. msg, 0)
+  errors.misuse("subprocess-local", "%s", msg)
 end
 
 function M.validate(cfg)

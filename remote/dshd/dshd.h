@@ -5,14 +5,18 @@
  * external-polling mode with its epoll fd watched by libev, processes come
  * from the core's proc module, JSON from jansson.
  *
- * The server core (server.c, connect.c) owns connections, request bodies,
- * authentication and the Connect framing. Services (process.c, filesystem.c,
- * watch.c, files.c) register handlers in a route table and never touch
- * libmicrohttpd: unary handlers turn a parsed request into a response object;
- * stream handlers attach a *source* to a dshd_stream_t and append envelopes to
- * it when the stream asks (pull) — a stream that has nothing to send simply
- * returns 0 and calls dshd_stream_wake() later. A slow client therefore stops
- * pulling, which is how back-pressure reaches a process's output pipes.
+ * The server core (server.h: main.c, server.c, listen.c, auth.c, request.c,
+ * dispatch.c, connect.c, stream.c, users.c, json.c, and the /files and /init
+ * handlers files.c, download.c, upload.c, init.c) owns connections, request
+ * bodies, authentication and the Connect framing. Services (the process
+ * service process*.c, see process.h; the filesystem service filesystem.c,
+ * fs_entry.c, watch.c, watch_rpc.c, see fs.h) register handlers in a route
+ * table and never touch libmicrohttpd: unary handlers turn a parsed request
+ * into a response object; stream handlers attach a *source* to a
+ * dshd_stream_t and append envelopes to it when the stream asks (pull) — a
+ * stream that has nothing to send simply returns 0 and calls
+ * dshd_stream_wake() later. A slow client therefore stops pulling, which is
+ * how back-pressure reaches a process's output pipes.
  *
  * Never logs the access token. Every fd, process and watcher it creates is
  * released when its request, stream or process ends. */
@@ -25,36 +29,44 @@
 #include <sys/types.h>
 
 #include "dsh/loop.h"
+#include "dsh/loop_ev.h"
 
 #define DSHD_VERSION "0.1.0"
 
 /* --- configuration and global state ------------------------------------- */
 
 typedef struct dshd_config {
-  const char *listen;            /* "127.0.0.1:49983", "[::1]:0", or a unix socket path */
-  char *access_token;            /* NULL = no token check */
-  int envd_compat;               /* 1: every dshd extension off (stock envd behaviour) */
-  uint64_t replay_bytes;         /* per process and stream; default 1 MiB */
-  int64_t idle_timeout_ms;       /* 0 = never exit when idle */
-  const char *default_user;      /* NULL: "user" if that account exists, else our own */
-  const char *default_workdir;   /* NULL: the user's home */
-  const char *ready_file;        /* write "<address>\n" here once listening (atomic rename) */
-  uint64_t max_rpc_body_bytes;   /* unary/stream request body bound; default 64 MiB */
+  const char *listen;          /* "127.0.0.1:49983", "[::1]:0", or a unix socket path */
+  char *access_token;          /* NULL = no token check */
+  int envd_compat;             /* 1: every dshd extension off (stock envd behaviour) */
+  uint64_t replay_bytes;       /* per process and stream; default 1 MiB */
+  int64_t idle_timeout_ms;     /* 0 = never exit when idle */
+  const char *default_user;    /* NULL: "user" if that account exists, else our own */
+  const char *default_workdir; /* NULL: the user's home */
+  const char *ready_file;      /* write "<address>\n" here once listening (atomic rename) */
+  uint64_t max_rpc_body_bytes; /* unary/stream request body bound; default 64 MiB */
+  int64_t exited_ttl_ms;       /* an exited process's record is dropped after; default 60 s */
+  uint64_t exited_max_bytes;   /* all exited processes' records together; default 64 MiB */
 } dshd_config_t;
 
 typedef struct dshd dshd_t;
 
-dshd_t *dshd_get(void);                       /* the one daemon of this process */
-const dshd_config_t *dshd_config(void);       /* default_user/_workdir follow POST /init */
+dshd_t *dshd_get(void);                 /* the one daemon of this process */
+const dshd_config_t *dshd_config(void); /* default_user/_workdir follow POST /init */
 dsh_loop_t *dshd_loop(void);
 struct ev_loop *dshd_ev(void);
-void dshd_activity(void);                     /* resets the idle timer */
+void dshd_activity(void); /* resets the idle timer */
+/* A service freed much memory: free heap pages go back to the system soon
+ * (once no stream is open). */
+void dshd_memory_released(void);
 
 /* Global environment variables set by POST /init "envVars" (envd §2.4: they
  * go into every process after HOME/USER/LOGNAME and before the request's
  * envs). A JSON object of strings, borrowed, never NULL; valid until the
  * next /init. */
 json_t *dshd_env_vars(void);
+/* An environment variable name /init and Start accept: non-empty, no '='. */
+int dshd_env_name_valid(const char *name);
 
 /* --- errors --------------------------------------------------------------- */
 
@@ -68,7 +80,7 @@ typedef struct dshd_err {
 /* Sets err and returns -1, so handlers can `return dshd_errf(err, "not_found", "...", ...)`. */
 int dshd_errf(dshd_err_t *err, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-int dshd_code_http_status(const char *code);  /* "not_found" -> 404, ... */
+int dshd_code_http_status(const char *code); /* "not_found" -> 404, ... */
 
 /* Optional hook of the process service (weak: absent = not called): runs on
  * SIGTERM/SIGINT/idle exit after every stream has been closed, before the
@@ -132,11 +144,11 @@ typedef int (*dshd_stream_fn)(dshd_req_t *r, json_t *req, dshd_stream_t *s, dshd
 typedef int (*dshd_client_stream_fn)(dshd_req_t *r, json_t *msg, void **state, dshd_err_t *err);
 
 typedef struct dshd_route {
-  const char *path;              /* "/process.Process/Start" */
+  const char *path; /* "/process.Process/Start" */
   dshd_unary_fn unary;
   dshd_stream_fn stream;
   dshd_client_stream_fn client_stream;
-  int extension;                 /* 1: a dshd extension, absent in --envd-compat */
+  int extension; /* 1: a dshd extension, absent in --envd-compat */
 } dshd_route_t;
 
 /* Service route tables, each terminated by a zeroed entry. */
@@ -184,7 +196,7 @@ int dshd_process_init(json_t *body, dshd_err_t *err) __attribute__((weak));
 #define DSHD_EXTENSIONS \
   "process-groups,group-signals,exit-signals,replay,quiescence,stream-input,env-scrub,spill"
 
-/* --- server streams (connect.c) --------------------------------------------- */
+/* --- server streams (stream.c) ---------------------------------------------- */
 
 typedef struct dshd_stream_ops {
   /* The stream's buffer ran empty and the client can take more: append
@@ -195,6 +207,11 @@ typedef struct dshd_stream_ops {
   /* The stream is finished (end sent and flushed) or the client went away.
    * The source must detach and may free ud; s is invalid afterwards. */
   void (*closed)(void *ud, dshd_stream_t *s, int client_gone);
+  /* Optional: the client sent its end of file. It may only have half-closed
+   * its socket (and still read) or be gone; append something harmless to
+   * send now (a keepalive) so that a gone client shows by the write failing.
+   * Without it, an end of file counts as the client going away. */
+  void (*probe)(void *ud, dshd_stream_t *s);
 } dshd_stream_ops_t;
 
 void dshd_stream_attach(dshd_stream_t *s, const dshd_stream_ops_t *ops, void *ud);
@@ -236,8 +253,8 @@ int dshd_json_object(json_t *obj, const char *camel, const char *snake, json_t *
 int dshd_json_string(json_t *obj, const char *camel, const char *snake, const char **out,
                      dshd_err_t *err);
 /* Unsigned integer from a JSON number or a decimal string; absent -> dflt. */
-int dshd_json_uint(json_t *obj, const char *camel, const char *snake, uint64_t dflt,
-                   uint64_t *out, dshd_err_t *err);
+int dshd_json_uint(json_t *obj, const char *camel, const char *snake, uint64_t dflt, uint64_t *out,
+                   dshd_err_t *err);
 /* Signed integer (int32/sint32/int64) from a number or a decimal string. */
 int dshd_json_int(json_t *obj, const char *camel, const char *snake, int64_t dflt, int64_t *out,
                   dshd_err_t *err);

@@ -1,4 +1,5 @@
-/* fs.h: what filesystem.c shares with watch.c (private to dshd). */
+/* fs.h: what the filesystem service shares — filesystem.c, fs_entry.c
+ * (EntryInfo), watch.c and watch_rpc.c (private to dshd). */
 #ifndef DSHD_FS_H
 #define DSHD_FS_H
 
@@ -21,7 +22,7 @@ int fs_check_watch_path(const char *path, int allow_network_mounts, dshd_err_t *
 
 extern const dshd_enum_t fs_event_types[];
 
-/* watch.c: WatchDir and the polling watchers. */
+/* watch_rpc.c: WatchDir and the polling watchers. */
 int watch_dir_stream(dshd_req_t *r, json_t *req, dshd_stream_t *s, dshd_err_t *err);
 int watch_create(dshd_req_t *r, json_t *req, json_t **resp, dshd_err_t *err);
 int watch_get_events(dshd_req_t *r, json_t *req, json_t **resp, dshd_err_t *err);

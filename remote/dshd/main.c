@@ -2,7 +2,8 @@
  * access token (preferably from a file descriptor, so it never shows in
  * /proc/<pid>/cmdline; a token given in argv is wiped from argv at once),
  * starts the server and maps its end to the exit status: 0 after SIGTERM or
- * SIGINT, 3 after the idle timeout, 1 on a start-up failure, 2 on usage. */
+ * SIGINT, 3 after the idle timeout, 1 on a start-up failure, 2 on usage.
+ * Never prints the token, and never keeps it in argv. */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -13,6 +14,8 @@
 
 #include "server.h"
 
+#define MAX_ORIGINS 16
+
 static void usage(FILE *f) {
   fputs(
       "usage: dshd [options]\n"
@@ -21,17 +24,29 @@ static void usage(FILE *f) {
       "\n"
       "  --listen ADDR            127.0.0.1:PORT, [::1]:PORT, localhost:PORT (127.0.0.1 and ::1),\n"
       "                           or a unix socket path (contains '/'); default 127.0.0.1:49983;\n"
-      "                           port 0 picks a free port\n"
+      "                           port 0 picks a free port; an address beyond loopback\n"
+      "                           (0.0.0.0, [::]) needs an access token\n"
       "  --ready-file PATH        once listening, write the address + newline there (atomically)\n"
       "  --access-token-fd FD     read the access token from FD (then close it); preferred\n"
       "  --access-token TOKEN     the access token (visible to other local users until wiped)\n"
       "  --user NAME              default user (default: 'user' if it exists, else our own)\n"
       "  --workdir PATH           default working directory for empty paths (default: home)\n"
+      "  --allow-tokenless-network  listen beyond loopback without an access token (anyone\n"
+      "                           who reaches it can run commands)\n"
+      "  --allow-origin ORIGIN    without a token, accept requests carrying this Origin\n"
+      "                           (browsers send one; others are refused; repeatable)\n"
       "  --envd-compat            behave exactly like stock envd: no dshd extensions\n"
       "  --replay-bytes N         output kept per process for replay (default 1048576)\n"
+      "  --exited-ttl-ms N        an exited process's record (end event, output) is kept\n"
+      "                           this long for late Connects (default 60000)\n"
+      "  --exited-max-bytes N     memory all exited processes' records may hold\n"
+      "                           (default 67108864; their output goes first)\n"
       "  --max-rpc-body-bytes N   request body bound for RPCs (default 67108864)\n"
       "  --idle-timeout-ms N      exit with status 3 after N ms without requests or streams\n"
       "  --connection-memory-kib N  per-connection buffer pool of libmicrohttpd (default 128)\n"
+      "  --header-timeout-ms N    a new connection's request header must be complete within N ms\n"
+      "                           (default 5000; 0 = no limit)\n"
+      "  --keepalive-timeout-ms N close a kept-alive connection idle for N ms (default 30000)\n"
       "  -v, --verbose            log one line per request (never headers or tokens)\n"
       "  --version                print the version\n"
       "  -h, --help               this text\n",
@@ -86,8 +101,15 @@ int main(int argc, char **argv) {
       .listen = "127.0.0.1:49983",
       .replay_bytes = 1u << 20,
       .max_rpc_body_bytes = 64u << 20,
+      .exited_ttl_ms = 60000,
+      .exited_max_bytes = 64u << 20,
   };
-  dshd_server_opts_t opts = {.verbose = 0, .connection_memory_bytes = 128u << 10};
+  dshd_server_opts_t opts = {.verbose = 0,
+                             .connection_memory_bytes = 128u << 10,
+                             .header_timeout_ms = 5000,
+                             .keepalive_timeout_ms = 30000};
+  const char *origins[MAX_ORIGINS];
+  int norigins = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -107,6 +129,15 @@ int main(int argc, char **argv) {
       return 0;
     } else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
       opts.verbose = 1;
+    } else if (strcmp(a, "--allow-tokenless-network") == 0) {
+      opts.allow_tokenless_network = 1;
+    } else if (strcmp(a, "--allow-origin") == 0) {
+      NEED_ARG;
+      if (norigins == MAX_ORIGINS) {
+        fprintf(stderr, "dshd: --allow-origin: at most %d\n", MAX_ORIGINS);
+        return 2;
+      }
+      origins[norigins++] = v;
     } else if (strcmp(a, "--envd-compat") == 0) {
       cfg.envd_compat = 1;
     } else if (strcmp(a, "--listen") == 0) {
@@ -147,6 +178,20 @@ int main(int argc, char **argv) {
         fprintf(stderr, "dshd: --max-rpc-body-bytes: 1024..4294967295 expected: %s\n", v);
         return 2;
       }
+    } else if (strcmp(a, "--exited-ttl-ms") == 0) {
+      NEED_ARG;
+      uint64_t ms;
+      if (parse_u64(v, &ms) != 0 || ms > 86400000ull * 365) {
+        fprintf(stderr, "dshd: --exited-ttl-ms: not a number of milliseconds: %s\n", v);
+        return 2;
+      }
+      cfg.exited_ttl_ms = (int64_t)ms;
+    } else if (strcmp(a, "--exited-max-bytes") == 0) {
+      NEED_ARG;
+      if (parse_u64(v, &cfg.exited_max_bytes) != 0) {
+        fprintf(stderr, "dshd: --exited-max-bytes: not a number: %s\n", v);
+        return 2;
+      }
     } else if (strcmp(a, "--connection-memory-kib") == 0) {
       NEED_ARG;
       uint64_t kib;
@@ -155,6 +200,17 @@ int main(int argc, char **argv) {
         return 2;
       }
       opts.connection_memory_bytes = (size_t)kib << 10;
+    } else if (strcmp(a, "--header-timeout-ms") == 0 || strcmp(a, "--keepalive-timeout-ms") == 0) {
+      NEED_ARG;
+      uint64_t ms;
+      if (parse_u64(v, &ms) != 0 || ms > 86400000) {
+        fprintf(stderr, "dshd: %s: 0..86400000 expected: %s\n", a, v);
+        return 2;
+      }
+      if (a[2] == 'h')
+        opts.header_timeout_ms = (int64_t)ms;
+      else
+        opts.keepalive_timeout_ms = (int64_t)ms;
     } else if (strcmp(a, "--idle-timeout-ms") == 0) {
       NEED_ARG;
       uint64_t ms;
@@ -173,6 +229,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "dshd: the access token is empty\n");
     return 2;
   }
+  opts.allowed_origins = origins;
+  opts.n_allowed_origins = norigins;
   raise_nofile();
   char why[512] = "";
   if (dshd_server_start(&cfg, &opts, why, sizeof why) != 0) {

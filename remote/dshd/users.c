@@ -3,8 +3,8 @@
  *
  * Users are looked up by name with getpwnam_r and the answers cached until
  * /etc/passwd changes (its inode, size or mtime), so accounts added while dshd
- * runs are seen and a request does not re-read the file. Only root can act as another account; an unprivileged
- * dshd serves its own account and refuses others with permission_denied. */
+ * runs are seen and a request does not re-read the file. Only root can act as another account; an
+ * unprivileged dshd serves its own account and refuses others with permission_denied. */
 #include <errno.h>
 #include <limits.h>
 #include <pwd.h>
@@ -219,6 +219,15 @@ int dshd_resolve_path(const dshd_user_t *u, const char *path, int use_workdir, c
   free(tmp);
   if (rc != 0 || strlen(out) >= PATH_MAX)
     return dshd_errf(err, "invalid_argument", "path too long: '%.200s...'", p);
+  /* The kernel's ENAMETOOLONG would surface as an internal error later. */
+  for (const char *c = out; *c;) {
+    size_t n = strcspn(c, "/");
+    if (n > NAME_MAX)
+      return dshd_errf(err, "invalid_argument",
+                       "invalid path '%.900s': a name is longer than %d bytes", p, NAME_MAX);
+    c += n;
+    if (*c) c++;
+  }
   return 0;
 }
 

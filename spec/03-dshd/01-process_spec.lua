@@ -26,20 +26,7 @@ local function pids(list)
 end
 
 describe("dshd process service (sandbox)", function()
-  local S
-  setup(function()
-    D.isolate_state()
-    S = D.sandbox()
-  end)
-  teardown(function()
-    if S then S:kill() end
-    D.restore_state()
-  end)
-  before_each(helpers.snapshot)
-  after_each(function()
-    S:assert_idle()
-    helpers.assert_clean()
-  end)
+  local S = D.use_sandbox()
 
   describe("Start", function()
     it("sends start first, then the output, then end last, and nothing after it", function()
@@ -431,7 +418,7 @@ describe("dshd process service (sandbox)", function()
         assert.is_true(took >= 390 and took < 5000, "took " .. took .. " ms")
         p:close()
         local function gone(pid)
-          return D.eventually(function()
+          return helpers.eventually(function()
             local st = assert(c:group_status(pid))
             return st.quiescent and st.leader_exited and not pids(assert(c:list()))[pid]
           end, 3000)

@@ -23,20 +23,7 @@ local function trickle_script(s)
 end
 
 describe("dshd bytes", function()
-  local S
-  setup(function()
-    D.isolate_state()
-    S = D.sandbox()
-  end)
-  teardown(function()
-    if S then S:kill() end
-    D.restore_state()
-  end)
-  before_each(helpers.snapshot)
-  after_each(function()
-    S:assert_idle()
-    helpers.assert_clean()
-  end)
+  local S = D.use_sandbox()
 
   describe("multibyte output split across chunks", function()
     for _, mode in ipairs { "pipe", "pty" } do

@@ -14,20 +14,10 @@ local RSS_BOUND_KIB = 32 * 1024 -- measured peaks 7.5-9.5 MiB: idle ~6 MiB, a 1 
 local REPLAY_BYTES = 1048576 -- dshd's default --replay-bytes
 
 describe("dshd large output", function()
-  local S, pid
+  local S = D.use_sandbox()
+  local pid
   setup(function()
-    D.isolate_state()
-    S = D.sandbox()
     pid = assert(D.dshd_pid(S.id), "no dshd below the sandbox's supervisor")
-  end)
-  teardown(function()
-    if S then S:kill() end
-    D.restore_state()
-  end)
-  before_each(helpers.snapshot)
-  after_each(function()
-    S:assert_idle()
-    helpers.assert_clean()
   end)
 
   -- Run `bytes` of random data through `tee >(sha256sum >&2)`; read every
@@ -93,7 +83,7 @@ describe("dshd large output", function()
       local p = assert(c:start { cmd = "/bin/bash",
         args = { "-c", "yes abcdefghijklmno | head -c " .. total } })
       p:close() -- nobody attached from here on
-      assert.is_truthy(D.eventually(function() return assert(c:group_status(p.pid)).quiescent end, 60000))
+      assert.is_truthy(helpers.eventually(function() return assert(c:group_status(p.pid)).quiescent end, 60000))
       local peak = rss.stop()
       assert.is_true(peak < RSS_BOUND_KIB, "dshd peak RSS " .. peak .. " KiB")
 

@@ -7,20 +7,7 @@ local helpers = require "helpers"
 local loop = require "dsh.loop"
 
 describe("dshd PTYs", function()
-  local S
-  setup(function()
-    D.isolate_state()
-    S = D.sandbox()
-  end)
-  teardown(function()
-    if S then S:kill() end
-    D.restore_state()
-  end)
-  before_each(helpers.snapshot)
-  after_each(function()
-    S:assert_idle()
-    helpers.assert_clean()
-  end)
+  local S = D.use_sandbox()
 
   -- Read pty events until the collected output contains `want` (a plain
   -- string), for at most 10 s; returns everything collected. Fails on any
@@ -95,7 +82,7 @@ describe("dshd PTYs", function()
       out = read_until(p, "started\r\n", out)
       -- Ctrl-C must find sleep as the terminal's foreground job ("+" in ps's
       -- STAT), not bash between two commands
-      assert.is_truthy(D.eventually(function()
+      assert.is_truthy(helpers.eventually(function()
         local ps = assert(c:start { cmd = "ps", args = { "-C", "sleep", "-o", "stat=" } })
         local r = assert(ps:wait())
         ps:close()

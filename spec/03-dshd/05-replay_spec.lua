@@ -48,20 +48,7 @@ local function read_rest(p)
 end
 
 describe("dshd replay (sandbox)", function()
-  local S
-  setup(function()
-    D.isolate_state()
-    S = D.sandbox()
-  end)
-  teardown(function()
-    if S then S:kill() end
-    D.restore_state()
-  end)
-  before_each(helpers.snapshot)
-  after_each(function()
-    S:assert_idle()
-    helpers.assert_clean()
-  end)
+  local S = D.use_sandbox()
 
   it("resumes stdout and stderr from the offsets read, with nothing lost or repeated", function()
     helpers.run(function()
@@ -149,7 +136,7 @@ describe("dshd replay (bare dshd --replay-bytes 4096)", function()
           args = { "-c", "yes 0123456789abcde | head -c 100000; read x; echo tail" }, stdin = true })
         p:close() -- nobody reads: the ring keeps the last 4096 bytes
         local q
-        assert.is_truthy(D.eventually(function()
+        assert.is_truthy(helpers.eventually(function()
           -- the output is complete once a resume from 0 starts at 100000 - 4096
           if q then q:close() end
           q = assert(c:connect(p.pid, { resume = { stdout = 0 } }))

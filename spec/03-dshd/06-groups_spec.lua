@@ -9,20 +9,7 @@ local helpers = require "helpers"
 local loop = require "dsh.loop"
 
 describe("dshd process groups", function()
-  local S
-  setup(function()
-    D.isolate_state()
-    S = D.sandbox()
-  end)
-  teardown(function()
-    if S then S:kill() end
-    D.restore_state()
-  end)
-  before_each(helpers.snapshot)
-  after_each(function()
-    S:assert_idle()
-    helpers.assert_clean()
-  end)
+  local S = D.use_sandbox()
 
   -- Is pid alive inside the sandbox (kill -0 from another process there)?
   local function alive(c, pid)
@@ -62,7 +49,7 @@ describe("dshd process groups", function()
       assert.same({ leader_exited = true, quiescent = false }, assert(c:group_status(p.pid)))
       -- the group outlives its leader and can still be signalled as a whole
       assert(c:send_signal(p.pid, "SIGKILL", { group = true }))
-      assert.is_truthy(D.eventually(function() return assert(c:group_status(p.pid)).quiescent end, 5000))
+      assert.is_truthy(helpers.eventually(function() return assert(c:group_status(p.pid)).quiescent end, 5000))
       assert.is_false(alive(c, gc))
 
       -- group SIGTERM: leader and grandchild both go
@@ -70,7 +57,7 @@ describe("dshd process groups", function()
       assert(c:send_signal(q.pid, "SIGTERM", { group = true }))
       assert.equal("signal: terminated", assert(q:wait()).status)
       q:close()
-      assert.is_truthy(D.eventually(function() return assert(c:group_status(q.pid)).quiescent end, 5000))
+      assert.is_truthy(helpers.eventually(function() return assert(c:group_status(q.pid)).quiescent end, 5000))
       assert.is_false(alive(c, gc2))
       c:close()
     end)
@@ -89,7 +76,7 @@ describe("dshd process groups", function()
       async.sleep(300)
       assert.same({ leader_exited = true, quiescent = false }, assert(c:group_status(p.pid)))
       assert.is_true(alive(c, gc))
-      assert.is_truthy(D.eventually(function() return assert(c:group_status(p.pid)).quiescent end, 5000))
+      assert.is_truthy(helpers.eventually(function() return assert(c:group_status(p.pid)).quiescent end, 5000))
       local took = loop.now_ms() - t0
       assert.is_true(took >= 750 and took < 4000, "quiescent after " .. took .. " ms")
       assert.is_false(alive(c, gc))
@@ -106,7 +93,7 @@ describe("dshd process groups", function()
       local r = assert(p:wait())
       -- TERM did it: no SIGKILL was needed
       assert.same({ "signal: terminated", "SIGTERM" }, { r.status, r.signal })
-      assert.is_truthy(D.eventually(function() return assert(c:group_status(p.pid)).quiescent end, 5000))
+      assert.is_truthy(helpers.eventually(function() return assert(c:group_status(p.pid)).quiescent end, 5000))
       assert.is_true(loop.now_ms() - t0 < 2000)
       p:close()
       c:close()

@@ -16,20 +16,7 @@ local function expected(k, prefix)
 end
 
 describe("dshd concurrency", function()
-  local S
-  setup(function()
-    D.isolate_state()
-    S = D.sandbox()
-  end)
-  teardown(function()
-    if S then S:kill() end
-    D.restore_state()
-  end)
-  before_each(helpers.snapshot)
-  after_each(function()
-    S:assert_idle()
-    helpers.assert_clean()
-  end)
+  local S = D.use_sandbox()
 
   it("completes 50 concurrent output streams exactly", function()
     helpers.run(function()

@@ -31,26 +31,14 @@ local STREAMS = {
 }
 
 describe("dshd access token", function()
-  local S
-  setup(function()
-    D.isolate_state()
-    S = D.sandbox()
-  end)
-  teardown(function()
-    if S then S:kill() end
-    D.restore_state()
-  end)
-  before_each(helpers.snapshot)
-  after_each(function()
-    S:assert_idle()
-    helpers.assert_clean()
-  end)
+  local S = D.use_sandbox()
 
   local function fetch(h, method, path, token, ctype, body)
     local headers = {}
     if token then headers["X-Access-Token"] = token end
     if ctype then headers["Content-Type"] = ctype end
-    return assert(h:fetch { method = method, url = S.url .. path, headers = headers, body = body })
+    return assert(h:fetch { method = method, url = (S.url or "http://localhost") .. path, unix_socket = S.unix_socket,
+      headers = headers, body = body })
   end
 
   it("lets every kind of call through with the sandbox's token", function()

@@ -31,10 +31,7 @@ local function sh(client, script)
 end
 
 describe("local sandbox lifecycle", function()
-  setup(D.isolate_state)
-  teardown(D.restore_state)
-  before_each(helpers.snapshot)
-  after_each(helpers.assert_clean)
+  D.use_state()
 
   it("creates, lists, pauses, resumes and kills a sandbox", function()
     helpers.run(function()
@@ -44,7 +41,9 @@ describe("local sandbox lifecycle", function()
       assert.matches("^[a-z0-9]+$", id)
       assert.equal(20, #id)
       assert.same({ id = id, state = "running", metadata = { owner = "spec" }, network = true,
-        timeout_ms = 300000, on_timeout = "kill", created_at = listed(id).created_at }, listed(id))
+        timeout_ms = 300000, on_timeout = "kill", created_at = listed(id).created_at,
+        limits = sb.limits }, listed(id))
+      assert.equal(1024, listed(id).limits.maxProcesses)
       assert.matches("^%d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%dZ$", listed(id).created_at)
       local c = sb.envd
       assert.same({ 0, "hi there\n", "" }, { sh(c, "echo $GREETING") })
@@ -63,7 +62,7 @@ describe("local sandbox lifecycle", function()
       assert.equal("paused", listed(id).state)
       for _, pid in ipairs(tree) do assert.is_false(helpers.pid_alive(pid), "survived pause: " .. cmd(pid)) end
       -- the supervisor finishes right after
-      assert.is_truthy(D.eventually(function() return not helpers.pid_alive(sup) end, 2000))
+      assert.is_truthy(helpers.eventually(function() return not helpers.pid_alive(sup) end, 2000))
       assert.equal("kept", helpers.read_file(sb:host_path("home") .. "/keep.txt"))
       assert.equal("tmp too", helpers.read_file(sb:host_path("tmp") .. "/scratch.txt"))
 
@@ -110,7 +109,7 @@ describe("local sandbox lifecycle", function()
       assert.equal("running", listed(sb.id).state)
       local idle_from = loop.now_ms()
       sb:close()
-      assert.is_truthy(D.eventually(function() return listed(sb.id).state == "paused" end, 8000))
+      assert.is_truthy(helpers.eventually(function() return listed(sb.id).state == "paused" end, 8000))
       local idle = loop.now_ms() - idle_from
       assert.is_true(idle >= 1300, "paused after " .. idle .. " ms of idleness")
       assert.is_true(loop.now_ms() - t0 >= 2500 + 1300)
@@ -136,7 +135,7 @@ describe("local sandbox lifecycle", function()
       assert.is_true(sys.kill(sup, 9))
       -- bubblewrap runs with --die-with-parent: nothing of the sandbox outlives it
       for _, pid in ipairs(tree) do
-        assert.is_truthy(D.eventually(function() return not helpers.pid_alive(pid) end, 3000),
+        assert.is_truthy(helpers.eventually(function() return not helpers.pid_alive(pid) end, 3000),
           "survived its supervisor: " .. pid)
       end
       assert.equal("paused", listed(sb.id).state)
@@ -154,7 +153,7 @@ describe("local sandbox lifecycle", function()
       assert(sb.envd:write_file("/home/user/gone.txt", "x"))
       sb:close()
       local t0 = loop.now_ms()
-      assert.is_truthy(D.eventually(function() return not sys.is_dir(state.dir(id)) end, 8000))
+      assert.is_truthy(helpers.eventually(function() return not sys.is_dir(state.dir(id)) end, 8000))
       assert.is_true(loop.now_ms() - t0 >= 1300)
       assert.is_nil(listed(id))
       local ok, err = sandbox.connect(id)
@@ -165,17 +164,13 @@ describe("local sandbox lifecycle", function()
 end)
 
 describe("bin/dsh", function()
-  local state_dir
-  setup(function() state_dir = D.isolate_state() end)
-  teardown(D.restore_state)
-  before_each(helpers.snapshot)
-  after_each(helpers.assert_clean)
+  D.use_state()
 
   -- Run bin/dsh with args; returns exit code, stdout, stderr.
   local function dsh(...)
     local p = assert(proc.spawn {
       argv = { helpers.root .. "/bin/dsh", ... },
-      env = { PATH = os.getenv("PATH"), HOME = os.getenv("HOME") or "/root", DSH_STATE_DIR = state_dir,
+      env = { PATH = os.getenv("PATH"), HOME = os.getenv("HOME") or "/root", DSH_STATE_DIR = helpers.state_dir,
         DSH_BUILD_DIR = helpers.build, LUA_PATH = package.path, LUA_CPATH = package.cpath },
     })
     local err_task = async.run(function() return p:read_all("stderr") end)
@@ -240,22 +235,14 @@ describe("bin/dsh", function()
 end)
 
 describe("local sandbox isolation", function()
-  local S, secret_dir
+  local S = D.use_sandbox()
+  local secret_dir
   setup(function()
-    D.isolate_state()
-    S = D.sandbox()
     secret_dir = helpers.tmpdir()
     helpers.write_file(secret_dir .. "/secret.txt", "host secret")
   end)
   teardown(function()
-    if S then S:kill() end
     helpers.rm_rf(secret_dir)
-    D.restore_state()
-  end)
-  before_each(helpers.snapshot)
-  after_each(function()
-    S:assert_idle()
-    helpers.assert_clean()
   end)
 
   it("shows nothing of the host outside the sandbox's own directories", function()
@@ -305,27 +292,32 @@ describe("local sandbox isolation", function()
   it("with network=false has only loopback, cannot reach a host listener, and is served on a unix socket", function()
     helpers.run(function()
       local closed = assert(sandbox.create { network = false })
-      finally(function() sandbox.kill(closed.id) end)
       local cc = closed.envd
       assert.is_false(closed.network)
-      assert.is_truthy(cc.unix_socket)
-      assert.equal(state.dir(closed.id) .. "/run/dshd.sock", cc.unix_socket)
+      assert.equal(state.socket(closed.id), cc.unix_socket)
       assert.is_false(listed(closed.id).network)
       local open = S:test_client()
+      -- the host's loopback, with a dshd without a token on it
+      local host = D.bare()
+      finally(function() -- busted keeps one finally per test: this one, the last
+        open:close()
+        closed:close()
+        sandbox.kill(closed.id)
+        host.stop()
+      end)
       local function ifaces(client)
         local _, out = sh(client, "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort")
         return out
       end
       assert.equal("lo\n", ifaces(cc))
       assert.is_truthy(ifaces(open):find("\n", 4, true)) -- the shared sandbox sees more than lo
-      -- the shared sandbox's dshd listens on the host's loopback: reachable from
-      -- the networked sandbox, not from the closed one
-      local port = assert(S:addr():match(":(%d+)$"))
-      local probe = "exec 3<>/dev/tcp/127.0.0.1/" .. port .. " && echo connected"
-      assert.same({ 0, "connected\n", "" }, { sh(open, probe) })
-      local code, out, err = sh(cc, probe)
-      assert.same({ 1, "" }, { code, out })
-      assert.matches("Connection refused", err)
+      -- the host's loopback is reachable from neither sandbox
+      local probe = "exec 3<>/dev/tcp/" .. host.addr:gsub(":", "/") .. " && echo connected"
+      for _, c in ipairs { open, cc } do
+        local code, out, err = sh(c, probe)
+        assert.same({ 1, "" }, { code, out })
+        assert.matches("Connection refused", err)
+      end
       open:close()
       assert.is_true(closed:kill())
     end)

@@ -7,22 +7,12 @@ local helpers = require "helpers"
 local json = require "dsh.json"
 
 describe("dshd and malformed requests", function()
-  local S, addr, T, dshd_pid
+  local S = D.use_sandbox()
+  local addr, T, dshd_pid
   setup(function()
-    D.isolate_state()
-    S = D.sandbox()
     addr = S:addr()
     T = "X-Access-Token: " .. S.token
     dshd_pid = D.dshd_pid(S.id)
-  end)
-  teardown(function()
-    if S then S:kill() end
-    D.restore_state()
-  end)
-  before_each(helpers.snapshot)
-  after_each(function()
-    S:assert_idle()
-    helpers.assert_clean()
   end)
 
   -- dshd is the same process and answers /health and a Stat.

@@ -10,27 +10,14 @@ local helpers = require "helpers"
 local ROOT = "/home/user/fs"
 
 describe("dshd filesystem", function()
-  local S
-  setup(function()
-    D.isolate_state()
-    S = D.sandbox()
-  end)
-  teardown(function()
-    if S then S:kill() end
-    D.restore_state()
-  end)
+  local S = D.use_sandbox()
   before_each(function()
-    helpers.snapshot()
     helpers.run(function()
       local c = S:client()
       assert(c:remove(ROOT))
       assert(c:make_dir(ROOT))
       c:close()
     end)
-  end)
-  after_each(function()
-    S:assert_idle()
-    helpers.assert_clean()
   end)
 
   local function sh(c, script)
@@ -309,7 +296,7 @@ describe("dshd filesystem", function()
         assert(c:write_file(ROOT .. "/p/a.txt", "a"))
         sh(c, "mkdir p/sub && echo b > p/sub/b.txt")
         local seen = {}
-        assert.is_truthy(D.eventually(function()
+        assert.is_truthy(helpers.eventually(function()
           for _, e in ipairs(assert(c:watcher_events(id))) do seen[#seen + 1] = e end
           local got = {}
           for _, e in ipairs(seen) do got[e.type .. ":" .. e.name] = e end

@@ -1,6 +1,7 @@
 -- The official E2B JavaScript SDK against dshd in a real local sandbox:
 -- spec/03-dshd/compat/sdk_test.mjs (npm "e2b" 2.51.0, debug mode, envd URL
--- from E2B_SANDBOX_URL) covers commands, background commands with stdin,
+-- from E2B_SANDBOX_URL, here spec/fixtures/unix-bridge.mjs in front of the
+-- sandbox's unix socket) covers commands, background commands with stdin,
 -- kill, list, connect, timeouts, PTYs and every files API. The sandbox has an
 -- access token; the script hands it to the SDK's own `envdAccessToken`
 -- option (see the script's header), through the environment, never argv.
@@ -34,7 +35,7 @@ local function base_env()
 end
 
 describe("official E2B SDK against dshd", function()
-  local S
+  local S = D.use_sandbox()
   setup(function()
     assert(sys.which("node"), "node is not installed (scripts/install-deps installs it)")
     if not sys.exists(COMPAT .. "/node_modules/e2b/package.json") then
@@ -43,17 +44,6 @@ describe("official E2B SDK against dshd", function()
         assert(code == 0, "npm ci failed in " .. COMPAT .. ":\n" .. out .. err)
       end)
     end
-    D.isolate_state()
-    S = D.sandbox()
-  end)
-  teardown(function()
-    if S then S:kill() end
-    D.restore_state()
-  end)
-  before_each(helpers.snapshot)
-  after_each(function()
-    S:assert_idle()
-    helpers.assert_clean()
   end)
 
   it("uses the pinned SDK version", function()
@@ -66,7 +56,13 @@ describe("official E2B SDK against dshd", function()
   it("passes every case of sdk_test.mjs", function()
     helpers.run(function()
       local env = base_env()
-      env.E2B_SANDBOX_URL = S.url
+      -- the SDK takes an http:// URL; the host reaches a local sandbox's dshd
+      -- through its unix socket only
+      local bridge = assert(proc.spawn { argv = { "node", helpers.root .. "/spec/fixtures/unix-bridge.mjs",
+        S.unix_socket }, env = base_env(), stdin = "pipe", stderr = "inherit" })
+      finally(function() bridge:close() end)
+      local port = assert(bridge:read(), "unix-bridge.mjs printed no port"):match("^(%d+)\n")
+      env.E2B_SANDBOX_URL = "http://127.0.0.1:" .. assert(port, "unix-bridge.mjs printed no port")
       env.DSH_ENVD_TOKEN = S.token
       local code, out, err = run({ "node", "sdk_test.mjs", S.id, "/home/user/sdk-compat" }, COMPAT, env)
       local report = out:match("\nREPORT (%b{})\n$")
@@ -94,6 +90,9 @@ describe("official E2B SDK against dshd", function()
       assert.is_nil(ok)
       assert.equal("not_found", serr.code)
       c:close()
+      bridge:close_stdin()
+      bridge:wait()
+      bridge:close()
     end)
   end)
 end)

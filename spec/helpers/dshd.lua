@@ -1,10 +1,11 @@
 --- Spec helpers for dshd and local sandboxes (spec/03-dshd and others).
 --
 --   local D = require "helpers.dshd"
---   setup(function() D.isolate_state(); S = D.sandbox() end)   -- one sandbox per spec file
---   teardown(function() S:kill(); D.restore_state() end)
---   after_each(function() S:assert_idle(); helpers.assert_clean() end)
---   it(..., function() helpers.run(function() local c = S:test_client() ... c:close() end) end)
+--   describe("...", function()
+--     local S = D.use_sandbox()   -- one sandbox for the block, checked idle after each test
+--     it(..., function() helpers.run(function() local c = S:test_client() ... end) end)
+--   end)
+--   D.use_state()                 -- only an isolated $DSH_STATE_DIR (sandboxes made per test)
 --
 -- Everything is real: sandboxes are dsh.sandbox sandboxes (dshd in
 -- bubblewrap) under a temporary $DSH_STATE_DIR, bare daemons are
@@ -22,44 +23,53 @@ local sys = require "dsh.sysutil"
 
 local M = {}
 
--- State directory ------------------------------------------------------------
+-- Setup and teardown of a describe block -------------------------------------------
 
-local saved_state, state_tmp
-
---- Point $DSH_STATE_DIR at a fresh temporary directory (so specs never touch
--- the user's sandboxes). Returns the directory.
-function M.isolate_state()
-  saved_state = os.getenv("DSH_STATE_DIR")
-  state_tmp = helpers.tmpdir()
-  sys.setenv("DSH_STATE_DIR", state_tmp)
-  return state_tmp
+-- busted's hooks, from the environment of the spec that called us.
+local function hooks(level)
+  local env = getfenv(level + 1)
+  return env.setup, env.teardown, env.before_each, env.after_each
 end
 
---- Kill every sandbox left in the temporary state directory, remove it and
--- restore $DSH_STATE_DIR.
-function M.restore_state()
-  if not state_tmp then return end
-  helpers.run(function()
-    for _, s in ipairs(sandbox.list()) do sandbox.kill(s.id) end
+--- In a describe block (or at a spec file's top level): an isolated
+-- $DSH_STATE_DIR for the block; sandboxes left there are killed in teardown.
+function M.isolated_state()
+  local setup, teardown = hooks(2)
+  setup(helpers.isolate_state)
+  teardown(helpers.restore_state)
+end
+
+--- In a describe block: isolated_state() and helpers.assert_clean after each test.
+function M.use_state()
+  local setup, teardown, before_each, after_each = hooks(2)
+  setup(helpers.isolate_state)
+  teardown(helpers.restore_state)
+  before_each(helpers.snapshot)
+  after_each(helpers.assert_clean)
+end
+
+--- In a describe block: use_state() plus one sandbox for the block, created
+-- in setup (with opts, as dsh.sandbox.create takes them) and killed in
+-- teardown. After each test the sandbox must run no process (assert_clean
+-- checks it, and kills what is left so one failure stays one). Returns the
+-- sandbox object, filled in when setup runs.
+function M.use_sandbox(opts)
+  local setup, teardown, before_each, after_each = hooks(2)
+  local S = setmetatable({}, M.Shared)
+  local stop_checking
+  setup(function()
+    helpers.isolate_state()
+    M.sandbox(opts, S)
+    stop_checking = helpers.add_clean_check(function() S:assert_idle() end)
   end)
-  helpers.rm_rf(state_tmp)
-  state_tmp = nil
-  sys.setenv("DSH_STATE_DIR", saved_state)
-end
-
--- Polling ------------------------------------------------------------------------
-
---- Poll pred every 10 ms until it returns a truthy value or timeout_ms pass.
--- Returns pred's value (or nil after the timeout).
-function M.eventually(pred, timeout_ms)
-  local loop = require "dsh.loop"
-  local deadline = loop.now_ms() + (timeout_ms or 5000)
-  while true do
-    local v = pred()
-    if v then return v end
-    if loop.now_ms() > deadline then return nil end
-    async.sleep(10)
-  end
+  teardown(function()
+    if stop_checking then stop_checking() end
+    if S.id then S:kill() end
+    helpers.restore_state()
+  end)
+  before_each(helpers.snapshot)
+  after_each(helpers.assert_clean)
+  return S
 end
 
 --- Run fn (inside the current task) but give up after ms: raises
@@ -75,19 +85,18 @@ end
 
 local Shared = {}
 Shared.__index = Shared
+M.Shared = Shared
 
---- Create a sandbox for a whole spec file (call inside setup). Its handle is
+--- Create a sandbox (call inside setup; use_sandbox does). Its handle is
 -- closed at once: every test opens its own client with S:client(), so the
--- per-test leak check sees nothing of it.
-function M.sandbox(opts)
-  local S
+-- per-test leak check sees nothing of it. Fills into when given.
+function M.sandbox(opts, into)
+  local S = into or setmetatable({}, Shared)
   helpers.run(function()
     local sb = assert(sandbox.create(opts or {}))
     local meta = state.read_meta(sb.id)
-    S = setmetatable({
-      id = sb.id, url = not sb.envd.unix_socket and sb.envd.url or nil, unix_socket = sb.envd.unix_socket,
-      token = meta.token, network = sb.network,
-    }, Shared)
+    S.id, S.url, S.unix_socket = sb.id, not sb.envd.unix_socket and sb.envd.url or nil, sb.envd.unix_socket
+    S.token, S.network = meta.token, sb.network
     sb:close()
   end)
   return S
@@ -101,9 +110,10 @@ function Shared:client(opts)
   return envd.client(o)
 end
 
---- host:port of the sandbox's TCP listener (nil for a unix-socket sandbox).
+--- Where raw requests reach the sandbox's dshd: host:port of a TCP listener,
+-- else the path of its unix socket (local sandboxes are reached only so).
 function Shared:addr()
-  return self.url and self.url:match("^http://(.*)$")
+  return self.url and self.url:match("^http://(.*)$") or self.unix_socket
 end
 
 --- Host path of the sandbox's home (/home/user inside).
@@ -122,7 +132,7 @@ function Shared:assert_idle()
   local list
   helpers.run(function()
     local c = self:client()
-    M.eventually(function()
+    helpers.eventually(function()
       list = assert(c:list())
       return #list == 0
     end, 5000)
@@ -282,7 +292,7 @@ function M.bare(args, opts)
     assert(p:write(opts.token))
     p:close_stdin()
   end
-  local addr = M.eventually(function()
+  local addr = helpers.eventually(function()
     local s = helpers.read_file(dir .. "/ready")
     return s and s:sub(-1) == "\n" and (s:gsub("%s+$", ""))
   end, 5000)

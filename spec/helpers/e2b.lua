@@ -1,53 +1,25 @@
---- Spec helpers for ctx.e2b: an isolated $DSH_STATE_DIR for local
--- sandboxes, the E2B stand-in (spec/fixtures/e2b-api.mjs) for the cloud
--- backend, and host-side process checks.
+--- Spec helpers for ctx.e2b: the E2B stand-in (spec/fixtures/e2b-api.mjs)
+-- for the cloud backend, and host-side process checks.
 --
 --   local E = require "helpers.e2b"
---   setup(function() E.isolate_state(); S = E.standin() end)
---   teardown(function() S:stop(); E.restore_state() end)
+--   describe("...", function()
+--     D.use_state()              -- helpers.dshd: isolated state, assert_clean after each test
+--     local S = E.use_standin()  -- the stand-in for the block
 --   ctx:use(require "dsh.providers.e2b", S:config { onDispose = "pause" })
 --
 -- The stand-in is one Node process per spec file. Its dsh.proc handle is
 -- left out of the per-test leak check (it lives from setup to teardown);
 -- stop() closes it and fails unless every process the stand-in started
 -- (node, bubblewrap, dshd and all their descendants) is gone.
-local async = require "dsh.async"
 local helpers = require "helpers"
 local http = require "dsh.http"
 local json = require "dsh.json"
 local lfs = require "lfs"
 local loop = require "dsh.loop"
 local proc = require "dsh.proc"
-local sandbox = require "dsh.sandbox"
 local sys = require "dsh.sysutil"
 
 local M = {}
-
---- Set (value a string) or unset (nil) an environment variable of this process.
-M.setenv = sys.setenv
-
--- Local sandboxes under a temporary state directory ----------------------------------
-
-local saved_state
-
---- Point $DSH_STATE_DIR at a fresh temporary directory; returns it.
-function M.isolate_state()
-  saved_state = os.getenv("DSH_STATE_DIR")
-  M.state_dir = helpers.tmpdir()
-  M.setenv("DSH_STATE_DIR", M.state_dir)
-  return M.state_dir
-end
-
---- Kill every sandbox left there, remove it, restore $DSH_STATE_DIR.
-function M.restore_state()
-  if not M.state_dir then return end
-  helpers.run(function()
-    for _, s in ipairs(sandbox.list()) do sandbox.kill(s.id) end
-  end)
-  helpers.rm_rf(M.state_dir)
-  M.state_dir = nil
-  M.setenv("DSH_STATE_DIR", saved_state)
-end
 
 -- Host processes -----------------------------------------------------------------------
 
@@ -90,35 +62,35 @@ end
 
 --- The pids of list still alive after waiting up to timeout_ms (default 5000) for them to go.
 function M.survivors(pids, timeout_ms)
-  local deadline = loop.now_ms() + (timeout_ms or 5000)
-  while true do
-    local left = {}
+  local left
+  helpers.eventually(function()
+    left = {}
     for _, p in ipairs(pids) do
       if helpers.pid_alive(p) then left[#left + 1] = p end
     end
-    if #left == 0 or loop.now_ms() > deadline then return left end
-    async.sleep(20)
-  end
-end
-
---- Poll pred every 10 ms until it is truthy or timeout_ms (default 5000) pass.
-function M.eventually(pred, timeout_ms)
-  local deadline = loop.now_ms() + (timeout_ms or 5000)
-  while true do
-    local v = pred()
-    if v then return v end
-    if loop.now_ms() > deadline then return nil end
-    async.sleep(10)
-  end
+    return #left == 0
+  end, timeout_ms or 5000, 20)
+  return left
 end
 
 -- The E2B stand-in -------------------------------------------------------------------------
 
+--- In a describe block: the stand-in, started in setup and stopped (checked
+-- to leave nothing) in teardown. Returns it, filled in when setup runs.
+function M.use_standin()
+  local env = getfenv(2)
+  local S = {}
+  env.setup(function() M.standin(S) end)
+  env.teardown(function() if S.proc then S:stop() end end)
+  return S
+end
+
 local Standin = {}
 Standin.__index = Standin
 
---- Start spec/fixtures/e2b-api.mjs (call from setup). Returns the stand-in.
-function M.standin()
+--- Start spec/fixtures/e2b-api.mjs (call from setup). Returns the stand-in
+-- (filled into `into` when given).
+function M.standin(into)
   local S
   helpers.run(function()
     local dir = helpers.tmpdir()
@@ -143,11 +115,10 @@ function M.standin()
       helpers.rm_rf(dir)
       error("the E2B stand-in did not start: " .. line, 0)
     end
-    loop.untrack(p) -- lives for the whole spec file; stop() closes it
-    S = setmetatable({
-      proc = p, dir = dir, key = key, pid = info.pid,
-      api_url = "http://127.0.0.1:" .. info.api, router_url = "http://127.0.0.1:" .. info.router,
-    }, Standin)
+    helpers.outlives_test(p) -- lives for the whole spec file; stop() closes it
+    S = setmetatable(into or {}, Standin)
+    S.proc, S.dir, S.key, S.pid = p, dir, key, info.pid
+    S.api_url, S.router_url = "http://127.0.0.1:" .. info.api, "http://127.0.0.1:" .. info.router
   end)
   return S
 end

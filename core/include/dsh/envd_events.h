@@ -44,10 +44,4 @@ int dsh_envd_events_next(dsh_envd_events_t *e, dsh_envd_event_t *ev);
 int dsh_envd_events_finish(dsh_envd_events_t *e);
 const char *dsh_envd_events_error(const dsh_envd_events_t *e);
 
-/* The data-event matcher alone (for tests and fuzzing): 1 with *stream,
- * *offset and the base64 span set when payload is a data event in the shape
- * above, else 0. */
-int dsh_envd_match_data(const uint8_t *payload, size_t len, int32_t *stream, int64_t *offset,
-                        const uint8_t **b64, size_t *b64_len);
-
 #endif

@@ -20,10 +20,10 @@ typedef struct dsh_io dsh_io_t;
 typedef struct dsh_signal dsh_signal_t;
 
 typedef struct dsh_event {
-  uint32_t kind;   /* enum dsh_event_kind */
-  int32_t status;  /* 0 or a negative dsh status */
-  uint64_t id;     /* the id given when the object was created */
-  int64_t n;       /* kind-specific number, see below */
+  uint32_t kind;  /* enum dsh_event_kind */
+  int32_t status; /* 0 or a negative dsh status */
+  uint64_t id;    /* the id given when the object was created */
+  int64_t n;      /* kind-specific number, see below */
 } dsh_event_t;
 
 enum dsh_event_kind {
@@ -48,14 +48,8 @@ enum dsh_io_events { DSH_IO_READ = 1, DSH_IO_WRITE = 2 };
  * are reaped by libev, and ignores SIGPIPE. */
 dsh_loop_t *dsh_loop_default(void);
 
-/* The underlying struct ev_loop *, for C users (dshd, core modules). */
-void *dsh_loop_ev(dsh_loop_t *loop);
-
 /* A fresh id, never 0, unique for the life of the process. */
 uint64_t dsh_loop_new_id(dsh_loop_t *loop);
-
-/* Queue an event (for core modules). Returns DSH_OK or DSH_ENOMEM. */
-int dsh_loop_push(dsh_loop_t *loop, uint32_t kind, uint64_t id, int32_t status, int64_t n);
 
 /* Run the loop until at least one event is queued or timeout_ms passes
  * (timeout_ms < 0: no limit; 0: only what is ready now). Returns the number of
@@ -90,8 +84,5 @@ int dsh_signal_new(dsh_loop_t *loop, uint64_t id, int signum, dsh_signal_t **out
 int dsh_signal_start(dsh_signal_t *s);
 int dsh_signal_stop(dsh_signal_t *s);
 void dsh_signal_free(dsh_signal_t *s);
-
-/* Milliseconds to libev seconds, in one place. */
-static inline double dsh_ms_to_ev(int64_t ms) { return (double)ms / 1000.0; }
 
 #endif

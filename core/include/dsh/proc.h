@@ -35,9 +35,9 @@
 typedef struct dsh_proc dsh_proc_t;
 
 enum dsh_stdio_mode {
-  DSH_STDIO_NULL = 0,    /* /dev/null */
-  DSH_STDIO_PIPE = 1,    /* a pipe to the parent */
-  DSH_STDIO_INHERIT = 2  /* the parent's own fd */
+  DSH_STDIO_NULL = 0,   /* /dev/null */
+  DSH_STDIO_PIPE = 1,   /* a pipe to the parent */
+  DSH_STDIO_INHERIT = 2 /* the parent's own fd */
 };
 
 enum dsh_proc_stream { DSH_PROC_STDIN = 0, DSH_PROC_STDOUT = 1, DSH_PROC_STDERR = 2 };
@@ -46,46 +46,46 @@ typedef void (*dsh_proc_notify_fn)(void *ud, dsh_proc_t *p, uint32_t kind, int32
                                    int64_t n);
 
 typedef struct dsh_proc_opts {
-  const char *const *argv;  /* NULL-terminated; argv[0] is a path, or a name looked
-                               up in PATH of envp (not of the parent) */
-  const char *const *envp;  /* NULL-terminated exact environment; NULL = empty */
-  const char *cwd;          /* NULL = the parent's */
+  const char *const *argv; /* NULL-terminated; argv[0] is a path, or a name looked
+                              up in PATH of envp (not of the parent) */
+  const char *const *envp; /* NULL-terminated exact environment; NULL = empty */
+  const char *cwd;         /* NULL = the parent's */
   int32_t stdin_mode, stdout_mode, stderr_mode; /* enum dsh_stdio_mode; ignored with pty */
-  int32_t pty;              /* non-zero: the child's 0/1/2 are a new PTY's slave */
+  int32_t pty; /* non-zero: the child's 0/1/2 are a new PTY's slave */
   uint16_t pty_rows, pty_cols;
-  int32_t new_session;      /* non-zero: setsid() instead of setpgid(0, 0) */
-  int32_t uid, gid;         /* >= 0: switch to them (as root); -1: unchanged. With
-                               init_groups and uid >= 0: the supplementary groups
-                               of uid's account, and gid -1 means its primary group */
+  int32_t new_session; /* non-zero: setsid() instead of setpgid(0, 0) */
+  int32_t uid, gid;    /* >= 0: switch to them (as root); -1: unchanged. With
+                          init_groups and uid >= 0: the supplementary groups
+                          of uid's account, and gid -1 means its primary group */
   int32_t init_groups;
-  int32_t manual_io;        /* non-zero: the owner does all I/O on the fds */
-  uint32_t max_buffer_bytes;/* per output stream in buffered mode; 0 = 65536 */
-  dsh_proc_notify_fn notify;/* NULL = queue events on the loop */
+  int32_t manual_io;         /* non-zero: the owner does all I/O on the fds */
+  uint32_t max_buffer_bytes; /* per output stream in buffered mode; 0 = 65536 */
+  dsh_proc_notify_fn notify; /* NULL = queue events on the loop */
   void *notify_ud;
 } dsh_proc_opts_t;
 
 typedef struct dsh_proc_status {
-  int32_t pid;              /* also the pgid (and sid with new_session/pty) */
-  int32_t running;          /* leader not yet reaped */
-  int32_t exit_code;        /* -1 unless the leader exited normally */
-  int32_t term_signal;      /* 0 unless the leader was killed by a signal */
+  int32_t pid;         /* also the pgid (and sid with new_session/pty) */
+  int32_t running;     /* leader not yet reaped */
+  int32_t exit_code;   /* -1 unless the leader exited normally */
+  int32_t term_signal; /* 0 unless the leader was killed by a signal */
   int32_t core_dumped;
-  int32_t quiescent;        /* leader reaped and no member of the group is left */
-  int32_t stdout_eof, stderr_eof; /* output streams done (always 1 when not piped;
-                                     never set in manual_io mode, nor the byte counts) */
-  int32_t stdin_open;       /* stdin pipe or pty still writable */
-  int32_t term_requested;   /* dsh_proc_terminate() was called */
-  int32_t kill_sent;        /* the terminate ladder escalated to SIGKILL */
+  int32_t quiescent;                   /* leader reaped and no member of the group is left */
+  int32_t stdout_eof, stderr_eof;      /* output streams done (always 1 when not piped;
+                                          never set in manual_io mode, nor the byte counts) */
+  int32_t stdin_open;                  /* stdin pipe or pty still writable */
+  int32_t term_requested;              /* dsh_proc_terminate() was called */
+  int32_t kill_sent;                   /* the terminate ladder escalated to SIGKILL */
   uint64_t stdout_bytes, stderr_bytes; /* total bytes read so far */
-  uint64_t stdin_pending;   /* bytes accepted by write but not yet in the pipe */
+  uint64_t stdin_pending;              /* bytes accepted by write but not yet in the pipe */
 } dsh_proc_status_t;
 
 /* Starts the process and returns once the child has exec'd. On failure
  * nothing is left running and err says why: DSH_ESPAWN for the child's own
  * failures ("spawn \"/nope\": No such file or directory", "spawn: cwd \"/x\":
  * ..."), DSH_ESYS for ours (pipes, pty), DSH_EINVAL for bad opts. */
-int dsh_proc_spawn(dsh_loop_t *loop, const dsh_proc_opts_t *opts, uint64_t id,
-                   dsh_proc_t **out, char *err, size_t errlen);
+int dsh_proc_spawn(dsh_loop_t *loop, const dsh_proc_opts_t *opts, uint64_t id, dsh_proc_t **out,
+                   char *err, size_t errlen);
 
 int32_t dsh_proc_pid(const dsh_proc_t *p);
 uint64_t dsh_proc_id(const dsh_proc_t *p);

@@ -1,6 +1,9 @@
 -- libc calls for dsh.hostfs (host file operations with nanosecond metadata).
 -- struct statx has the same layout on every Linux architecture, unlike
--- struct stat, so it is declared here under a private name.
+-- struct stat, so it is declared here under a private name, and so are the
+-- libc constants hostfs uses: DSH_HOSTFS_<NAME> is <NAME> of the C headers.
+-- The build's FFI probe (core/ffi/probe.lua) checks both against the C
+-- compiler's struct statx and constants (spec/01-core/10-ffi_contract_spec.lua).
 return [[
 struct dsh_hostfs_statx_ts { int64_t tv_sec; uint32_t tv_nsec; int32_t reserved; };
 struct dsh_hostfs_statx {
@@ -10,6 +13,16 @@ struct dsh_hostfs_statx {
   struct dsh_hostfs_statx_ts stx_atime, stx_btime, stx_ctime, stx_mtime;
   uint32_t stx_rdev_major; uint32_t stx_rdev_minor; uint32_t stx_dev_major; uint32_t stx_dev_minor;
   uint64_t spare2[14];
+};
+enum {
+  DSH_HOSTFS_AT_FDCWD = -100, DSH_HOSTFS_AT_SYMLINK_NOFOLLOW = 0x100, DSH_HOSTFS_STATX_BASIC_STATS = 0x7ff,
+  DSH_HOSTFS_AT_EMPTY_PATH = 0x1000,
+  DSH_HOSTFS_O_RDONLY = 0, DSH_HOSTFS_O_NONBLOCK = 2048, DSH_HOSTFS_O_NOFOLLOW = 131072,
+  DSH_HOSTFS_O_WRONLY = 1, DSH_HOSTFS_O_CREAT = 64, DSH_HOSTFS_O_EXCL = 128, DSH_HOSTFS_O_CLOEXEC = 524288,
+  DSH_HOSTFS_ENOENT = 2, DSH_HOSTFS_EPERM = 1, DSH_HOSTFS_EACCES = 13, DSH_HOSTFS_ENOTDIR = 20,
+  DSH_HOSTFS_EINTR = 4, DSH_HOSTFS_ELOOP = 40,
+  DSH_HOSTFS_S_IFMT = 0xF000, DSH_HOSTFS_S_IFREG = 0x8000, DSH_HOSTFS_S_IFDIR = 0x4000,
+  DSH_HOSTFS_S_IFLNK = 0xA000
 };
 int statx(int dirfd, const char *path, int flags, unsigned int mask, struct dsh_hostfs_statx *buf);
 long readlink(const char *path, char *buf, size_t size);

@@ -61,7 +61,7 @@ local function source_of(data)
   if type(data) == "table" and type(data.read) == "function" then
     return function() return data:read() end
   end
-  error("dsh.envd: write_file: data must be a string, a function or a reader, got " .. type(data), 3)
+  errors.misuse("dsh.envd", "write_file: data must be a string, a function or a reader, got %s", type(data))
 end
 
 function M.mixin(Client)

@@ -72,7 +72,7 @@ end
 
 local function path_arg(what, p)
   if type(p) ~= "string" then
-    error(string.format("dsh.envd: %s: path must be a string, got %s", what, type(p)), 3)
+    errors.misuse("dsh.envd", "%s: path must be a string, got %s", what, type(p))
   end
   return p
 end

@@ -8,14 +8,16 @@
 -- Bytes are bytes on the wire: UTF-8 is handled by callers, on the host.
 --
 -- The process, filesystem and files calls live in dsh.envd.process,
--- dsh.envd.filesystem and dsh.envd.files and are mixed into the client.
+-- dsh.envd.filesystem and dsh.envd.files and are mixed into the client; a
+-- server stream is a dsh.envd._stream, its decoding the core's
+-- (dsh.envd_events).
 local errors = require "dsh.errors"
 local http = require "dsh.http"
 local base64 = require "dsh.base64"
 local envelope = require "dsh.envelope"
 local json = require "dsh.json"
-local F = require "dsh._ffi"
-local ffi, C = F.ffi, F.C
+local envd_events = require "dsh.envd_events"
+local stream = require "dsh.envd._stream"
 
 local M = {}
 
@@ -156,13 +158,6 @@ end
 
 -- Server streams --------------------------------------------------------------
 
----@class dsh.EnvdStream
-local Stream = {}
-Stream.__index = Stream
-Stream.__tostring = function(s)
-  return "dsh.envd.stream(" .. s.path .. (s._closed and ", closed" or "") .. ")"
-end
-
 --- Open a server stream: one request envelope, then envelopes back. Returns
 -- once the response head arrived: a stream whose :next() yields messages.
 -- opts.timeout_ms becomes Connect-Timeout-Ms (0/nil = none), opts.keepalive_s
@@ -170,6 +165,7 @@ end
 function Client:stream(path, msg, opts)
   self:_check_open("stream")
   opts = opts or {}
+  local reader = envd_events.reader(opts.max_message_bytes or M.MAX_MESSAGE_BYTES)
   local ro = self:_request_opts("POST", path, "application/connect+json",
     envelope.encode(0, json.encode(msg or {})), opts)
   ro.timeout_ms = 0 -- streams live as long as the server keeps them; Connect-Timeout-Ms bounds them
@@ -179,133 +175,23 @@ function Client:stream(path, msg, opts)
   ro.headers["Keepalive-Ping-Interval"] = tostring(opts.keepalive_s or 50)
   ro.max_buffer_bytes = opts.max_buffer_bytes
   local res, err = self._http:request(ro)
-  if not res then return nil, transport_error(err) end
+  if not res then
+    reader:close()
+    return nil, transport_error(err)
+  end
   if res.status ~= 200 then
+    reader:close()
     local body = res:body()
     res:close()
     return nil, answer_error(res.status, body, true)
   end
   local ctype = (res.headers["content-type"] or ""):lower()
   if not ctype:find("application/connect+json", 1, true) then
+    reader:close()
     res:close()
     return nil, errors.new("internal", "envd answered a stream with content type " .. ctype)
   end
-  local out = ffi.new("dsh_envd_events_t *[1]")
-  if C.dsh_envd_events_new(opts.max_message_bytes or M.MAX_MESSAGE_BYTES, out) ~= 0 then
-    res:close()
-    error("dsh.envd: out of memory", 2)
-  end
-  local dec = ffi.gc(out[0], C.dsh_envd_events_free)
-  return setmetatable({
-    path = path,
-    _res = res,
-    _dec = dec,
-    _ev = ffi.new("dsh_envd_event_t"),
-    -- bytes go from the HTTP buffer into the C decoder without a Lua string
-    _sink = function(ptr, n) C.dsh_envd_events_push(dec, ptr, n) end,
-  }, Stream)
-end
-
-local STREAM_NAMES = { "stdout", "stderr", "pty" }
-
--- Data events are handed out in pieces of at most this many bytes. LuaJIT's
--- allocator maps every string of 128 KiB or more with mmap of its own and
--- unmaps it when collected, so a 256 KiB event (dshd's largest) would cost
--- 64 fresh page faults and a munmap; measured, ffi.string of 256 KiB runs at
--- 1.6 GB/s and of 64 KiB at over 20 GB/s. Pieces keep the bytes exactly and
--- carry their own offsets.
-M.DATA_PIECE_BYTES = 65536
-
--- The next piece of the data event being handed out (ev still lends its
--- bytes: nothing is pushed into the decoder until the event is used up).
-function Stream:_piece()
-  local ev, at = self._ev, self._piece_at
-  local len = tonumber(ev.len)
-  local n = len - at
-  if n > M.DATA_PIECE_BYTES then n = M.DATA_PIECE_BYTES end
-  self._piece_at = at + n < len and at + n or nil
-  return { __data = true, stream = STREAM_NAMES[ev.stream], data = ffi.string(ev.data + at, n),
-    offset = ev.offset >= 0 and tonumber(ev.offset) + at or nil }
-end
-
---- The next message: a decoded JSON table, or for a data event (decoded in C,
--- see core/include/dsh/envd_events.h) a table {__data=true, stream=, data=,
--- offset=} (a large event comes in several pieces). nil when the stream ended
--- cleanly, or nil, err (the stream's own error from its end message, or a
--- transport or protocol failure).
-function Stream:next()
-  local ev = self._ev
-  if self._piece_at then return self:_piece() end
-  while true do
-    if self._failed then return nil, self._failed end
-    if self._done then return nil end
-    local rc = C.dsh_envd_events_next(self._dec, ev)
-    if rc == 1 then
-      local kind = ev.kind
-      if kind == C.DSH_ENVD_DATA then
-        self._piece_at = 0
-        return self:_piece()
-      elseif kind == C.DSH_ENVD_MESSAGE then
-        local msg = json.decode(ffi.string(ev.data, ev.len))
-        if type(msg) ~= "table" then
-          self._failed = errors.new("internal", "envd stream message is not a JSON object")
-        else
-          return msg
-        end
-      else
-        self:_finish_with(ffi.string(ev.data, ev.len))
-        self:_read_to_eof()
-      end
-    elseif rc == 0 then
-      local got, err = self._res:read_with(self._sink)
-      if not got then
-        if err then
-          self._failed = transport_error(err)
-        elseif C.dsh_envd_events_finish(self._dec) ~= 0 then
-          self._failed = errors.new("invalid_argument", "protocol error: incomplete envelope")
-        else
-          self._failed = errors.new("unknown", "missing EndStreamResponse")
-        end
-      end
-    else
-      self._failed = errors.new("internal", "envd stream protocol error: "
-        .. ffi.string(C.dsh_envd_events_error(self._dec)))
-    end
-  end
-end
-
-local function discard() end
-
--- The end message is the last one: the server ends the body right after it.
--- Read to that end so the transfer completes and its connection goes back to
--- the client's cache (closing a response mid-body makes libcurl drop the
--- connection, and every later stream would pay for a new one). Bytes after
--- the end message are ignored.
-function Stream:_read_to_eof()
-  local res = self._res
-  while res:read_with(discard) do end
-end
-
-function Stream:_finish_with(payload)
-  local endmsg = json.decode(payload)
-  if type(endmsg) ~= "table" then
-    self._failed = errors.new("internal", "envd stream ended with a malformed end message")
-  elseif type(endmsg.error) == "table" then
-    local e = endmsg.error
-    self._failed = errors.new(type(e.code) == "string" and e.code or "unknown",
-      type(e.message) == "string" and e.message or "stream failed")
-  elseif endmsg.error ~= nil and endmsg.error ~= json.null then
-    self._failed = errors.new("internal", "envd stream ended with a malformed error")
-  else
-    self._done = true
-  end
-end
-
---- Stop reading and drop the connection (the server sees the client go away).
-function Stream:close()
-  if self._closed then return end
-  self._closed = true
-  self._res:close()
+  return stream.open(path, res, reader)
 end
 
 -- /health ---------------------------------------------------------------------
@@ -354,7 +240,7 @@ function Client:init(body, opts)
 end
 
 M.Client = Client
-M.Stream = Stream
+M.Stream = stream.Stream
 
 require("dsh.envd.process").mixin(Client)
 require("dsh.envd.filesystem").mixin(Client)

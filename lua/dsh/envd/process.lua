@@ -6,30 +6,25 @@
 -- used only when asked for; a stock envd rejects them with its own error.
 local errors = require "dsh.errors"
 local base64 = require "dsh.base64"
+local signals = require "dsh.signals"
 
 local M = {}
 local GroupWatch
 
---- Signal numbers by name; every name also accepts the "SIG"-less form.
-M.SIGNALS = { SIGHUP = 1, SIGINT = 2, SIGQUIT = 3, SIGKILL = 9, SIGTERM = 15, SIGCONT = 18, SIGTSTP = 20 }
-local NAMES = {}
-for name, num in pairs(M.SIGNALS) do NAMES[num] = name end
-M.SIGNAL_NAMES = NAMES
+-- The signals SendSignal can name (envd's Signal enum with dshd's
+-- group-signals extension); numbers and names come from dsh.signals.
+M.WIRE_SIGNALS = { "SIGHUP", "SIGINT", "SIGQUIT", "SIGKILL", "SIGTERM", "SIGCONT", "SIGTSTP" }
+local WIRE = {}
+for _, name in ipairs(M.WIRE_SIGNALS) do WIRE[name] = true end
 
---- "SIGTERM", "TERM" or 15 -> 15, "SIGTERM"; raises on anything else.
+--- "SIGTERM", "TERM" or 15 -> 15, "SIGTERM"; raises on a signal the wire cannot name.
 function M.signal(sig)
-  local num
-  if type(sig) == "number" then
-    num = NAMES[sig] and sig
-  elseif type(sig) == "string" then
-    local up = sig:upper()
-    num = M.SIGNALS[up] or M.SIGNALS["SIG" .. up]
+  local name = signals.name(sig)
+  if not name or not WIRE[name] then
+    errors.misuse("dsh.envd", "send_signal: unsupported signal %s (expected %s)", tostring(sig),
+      "SIGHUP, SIGINT, SIGQUIT, SIGKILL, SIGTERM, SIGCONT or SIGTSTP")
   end
-  if not num then
-    error("dsh.envd: unsupported signal " .. tostring(sig) ..
-      " (expected SIGHUP, SIGINT, SIGQUIT, SIGKILL, SIGTERM, SIGCONT or SIGTSTP)", 3)
-  end
-  return num, NAMES[num]
+  return signals.number(name), name
 end
 
 ---@class dsh.EnvdProcess
@@ -66,7 +61,7 @@ local function end_event(e)
     exited = e.exited == true,
     status = type(e.status) == "string" and e.status or nil,
     error = type(e.error) == "string" and e.error or nil,
-    signal = sig and (NAMES[sig] or ("SIG" .. sig)) or nil,
+    signal = sig and (signals.name(sig) or ("SIG" .. sig)) or nil,
     signal_number = sig,
     core_dumped = e.coreDumped == true or nil,
   }

@@ -6,19 +6,32 @@
 -- every process and keeps the files; kill(id) stops everything and deletes the
 -- files; an idle timeoutMs pauses or kills it as configured. State lives under
 -- the user's state directory (XDG), never in a project tree.
+--
+-- Containment (docs/decisions.md, "Local sandboxes"): the host reaches dshd
+-- only through a unix socket the sandbox cannot touch; the sandbox user is an
+-- unprivileged host uid of its own when the host runs as root; processes,
+-- memory and CPU are limited (dsh.sandbox.limits); every sandbox has its own
+-- network namespace (outbound only, dsh.sandbox.network); pause and kill
+-- return once every process of the sandbox is gone (dsh.sandbox.reap).
 local async = require "dsh.async"
 local envd = require "dsh.envd"
 local errors = require "dsh.errors"
+local lfs = require "lfs"
+local loop = require "dsh.loop"
 local proc = require "dsh.proc"
 local sys = require "dsh.sysutil"
-local F = require "dsh._ffi"
 local state = require "dsh.sandbox.state"
 local bwrap = require "dsh.sandbox.bwrap"
+local limits = require "dsh.sandbox.limits"
+local network = require "dsh.sandbox.network"
+local reap = require "dsh.sandbox.reap"
+local uids = require "dsh.sandbox.uids"
 
 local M = {}
 
 M.DEFAULT_TIMEOUT_MS = 300000
 M.READY_TIMEOUT_MS = 20000
+M.STOP_TIMEOUT_MS = 30000
 
 local MOD = "dsh.sandbox"
 
@@ -36,16 +49,29 @@ local function not_found(id)
   return errors.new("not_found", "sandbox " .. tostring(id) .. " not found")
 end
 
---- Path of the dshd binary to run inside sandboxes.
+-- Directory of this source file (…/lua/dsh/sandbox in a clone, or the
+-- installed Lua tree).
+local function here()
+  local src = debug.getinfo(1, "S").source
+  return src:sub(1, 1) == "@" and src:sub(2):match("^(.*)/[^/]*$") or "."
+end
+
+--- Path of the dshd binary to run inside sandboxes: $DSH_DSHD,
+-- $DSH_BUILD_DIR/bin/dshd, this clone's build/bin/dshd, the bin directory of
+-- the tree dsh is installed in (beside lib/lua/5.1/libdsh.so or
+-- share/lua/5.1/dsh: cmake --install and luarocks), then $PATH.
 function M.dshd_path()
   local candidates = { os.getenv("DSH_DSHD") }
   if os.getenv("DSH_BUILD_DIR") then candidates[#candidates + 1] = os.getenv("DSH_BUILD_DIR") .. "/bin/dshd" end
-  -- beside the library: <build>/lib/libdsh.so or <prefix>/lib/lua/5.1/libdsh.so
-  local prefix = F.path:match("^(.*)/lib/")
+  candidates[#candidates + 1] = here() .. "/../../../build/bin/dshd"
+  local lib = package.searchpath("libdsh", package.cpath)
+  local prefix = lib and lib:match("^(.*)/lib/")
+  if prefix then candidates[#candidates + 1] = prefix .. "/bin/dshd" end
+  prefix = here():match("^(.*)/share/lua/")
   if prefix then candidates[#candidates + 1] = prefix .. "/bin/dshd" end
   candidates[#candidates + 1] = sys.which("dshd")
   for _, p in ipairs(candidates) do
-    if p and sys.exists(p) then return p end
+    if p and lfs.attributes(p, "mode") == "file" then return p end
   end
   return nil
 end
@@ -58,18 +84,22 @@ end
 local function launch(id)
   local dir = state.dir(id)
   local code = string.format("require('dsh.sandbox.supervisor').run(%q)", id)
+  local log = dir .. "/sandbox.log"
+  if not sys.exists(log) then sys.write_file(log, "", "600") end
   local env = {
     PATH = os.getenv("PATH") or "/usr/bin:/bin",
     HOME = os.getenv("HOME") or "/",
     LUA_PATH = package.path,
     LUA_CPATH = package.cpath,
-    DSH_LIB = F.path,
     DSH_STATE_DIR = sys.state_dir(),
   }
+  -- the supervisor finds the core library as this process did
+  env.DSH_LIB, env.DSH_BUILD_DIR = os.getenv("DSH_LIB"), os.getenv("DSH_BUILD_DIR")
+  env.LD_LIBRARY_PATH = os.getenv("LD_LIBRARY_PATH")
   local p, err = proc.spawn {
     -- setsid -f: the supervisor gets its own session and survives this process
     argv = { "setsid", "-f", "sh", "-c", 'exec "$0" -e "$1" >>"$2" 2>&1 </dev/null',
-      interpreter(), code, dir .. "/sandbox.log" },
+      interpreter(), code, log },
     env = env, stdin = "null", stdout = "null", stderr = "null",
   }
   if not p then return nil, errors.new("internal", "cannot launch the sandbox supervisor: " .. err.message) end
@@ -85,48 +115,76 @@ local function launch(id)
   return true
 end
 
--- Wait for dshd's ready file; returns the client address or nil, err.
+-- Wait until the supervisor has published dshd's socket (a socket in the
+-- state directory, which only the host writes); true or nil, err.
 local function wait_ready(id, timeout_ms)
-  local dir = state.dir(id)
-  local waited, seen_supervisor = 0, false
-  while waited < timeout_ms do
-    local ready = sys.read_file(dir .. "/run/ready")
-    if ready and ready:sub(-1) == "\n" then return (ready:gsub("%s+$", "")) end
+  local start = loop.now_ms()
+  local seen_supervisor = false
+  while loop.now_ms() - start < timeout_ms do
+    if lfs.symlinkattributes(state.socket(id), "mode") == "socket" then return true end
     local alive = state.supervisor_pid(id) ~= nil
     seen_supervisor = seen_supervisor or alive
-    if (seen_supervisor and not alive) or (not seen_supervisor and waited > 5000) then
+    if (seen_supervisor and not alive) or (not seen_supervisor and loop.now_ms() - start > 5000) then
       return nil, errors.new("unavailable", "sandbox " .. id .. " failed to start: " .. state.log_tail(id, 5))
     end
-    async.sleep(5)
-    waited = waited + 5
+    async.sleep(2)
   end
   return nil, errors.new("deadline_exceeded", "sandbox " .. id .. " did not become ready within "
     .. timeout_ms .. " ms: " .. state.log_tail(id, 5))
 end
 
-local function client_for(id, meta, address)
-  local opts = { access_token = meta.token, user = "user" }
-  if address:sub(1, 1) == "/" then
-    opts.unix_socket = state.dir(id) .. "/run/" .. address:match("[^/]+$")
-  else
-    opts.url = "http://" .. address
+-- A sandbox made before sandboxes had a host uid and limits of their own
+-- (or moved to a root host) gets them when it next starts.
+local function upgrade(id, meta)
+  local changed = false
+  if not meta.limits then
+    meta.limits = limits.plan {}
+    changed = true
   end
-  return envd.client(opts)
+  if uids.dedicated() and not meta.uid then
+    local dir = state.dir(id)
+    local uid, why = uids.allocate(dir)
+    if not uid then return nil, errors.new("unavailable", why) end
+    local ok, cerr = uids.chown(uid, { dir .. "/home", dir .. "/tmp", dir .. "/run" }, true)
+    if not ok then return nil, errors.new("internal", cerr) end
+    sys.chmod(dir, "711")
+    if not sys.exists(dir .. "/dshd") then sys.write_file(dir .. "/dshd", "", "644") end
+    meta.uid = uid
+    changed = true
+  end
+  if meta.network ~= false and not sys.exists(state.dir(id) .. "/etc/resolv.conf") then
+    sys.write_file(state.dir(id) .. "/etc/resolv.conf", network.RESOLV_CONF, "644")
+  end
+  if changed then state.write_meta(id, meta) end
+  return true
+end
+
+--- What is left of the sandbox's processes after its supervisor ended.
+local function reap_leftovers(id, meta)
+  local ok, err = reap.all(state.read_runtime(id), meta and meta.uid)
+  if not ok then return nil, err end
+  local rt = state.read_runtime(id)
+  if rt then limits.remove(rt.cgroups) end
+  os.remove(state.dir(id) .. "/runtime.json")
+  return true
 end
 
 -- Bring a paused sandbox up (or find the running one) and attach to it.
 local function attach(id, meta)
   if not state.supervisor_pid(id) then
-    -- A supervisor that died (SIGKILL, a crash) left its dshd's ready file and
-    -- socket behind; the new one must not be mistaken for them.
-    os.remove(state.dir(id) .. "/run/ready")
-    os.remove(state.dir(id) .. "/run/dshd.sock")
-    local ok, err = launch(id)
+    -- A supervisor that died (SIGKILL, a crash) may have left processes, its
+    -- groups and dshd's socket behind; the new one must not meet them.
+    local ok, err = reap_leftovers(id, meta)
+    if not ok then return nil, err end
+    ok, err = upgrade(id, meta)
+    if not ok then return nil, err end
+    os.remove(state.socket(id))
+    ok, err = launch(id)
     if not ok then return nil, err end
   end
-  local address, err = wait_ready(id, M.READY_TIMEOUT_MS)
-  if not address then return nil, err end
-  local client = client_for(id, meta, address)
+  local ready, err = wait_ready(id, M.READY_TIMEOUT_MS)
+  if not ready then return nil, err end
+  local client = envd.client { unix_socket = state.socket(id), access_token = meta.token, user = "user" }
   local ok, herr = client:health()
   if not ok then
     client:close()
@@ -141,16 +199,26 @@ local function attach(id, meta)
   end
   return setmetatable({
     id = id, envd = client, network = meta.network ~= false, metadata = meta.metadata,
-    timeout_ms = meta.timeout_ms, on_timeout = meta.on_timeout,
+    timeout_ms = meta.timeout_ms, on_timeout = meta.on_timeout, limits = M.limits_of(meta),
   }, Sandbox)
+end
+
+--- The limits a sandbox runs with (nil: not enforced on this host).
+function M.limits_of(meta)
+  local l = meta.limits or {}
+  return { maxProcesses = l.maxProcesses, memoryMb = l.memoryMb, cpus = l.cpus }
 end
 
 ---@class dsh.SandboxCreateOpts
 ---@field timeoutMs number|nil    idle time after which the sandbox pauses or is killed (default 300000)
 ---@field onTimeout string|nil    "pause" or "kill" (default "kill", as E2B)
----@field network boolean|nil     false: no network; dshd is reached through a unix socket
+---@field network boolean|nil     true (default): outbound access through slirp4netns, never the
+---                               host's loopback; false: no network at all (loopback only)
 ---@field envs table|nil          environment variables for every process in the sandbox
 ---@field metadata table|nil      string map kept with the sandbox
+---@field maxProcesses integer|nil processes and threads together (default 1024)
+---@field memoryMb integer|nil    memory (default: half the host's, at most 4096)
+---@field cpus number|nil         CPU time in CPUs (default: the host's CPUs but one, at least 1)
 
 --- Create and start a local sandbox. Returns a sandbox handle or nil, err.
 ---@param opts dsh.SandboxCreateOpts|nil
@@ -168,6 +236,8 @@ function M.create(opts)
   end
   errors.check(MOD, "create: envs", opts.envs, "table", true)
   errors.check(MOD, "create: metadata", opts.metadata, "table", true)
+  errors.check(MOD, "create: network", opts.network, "boolean", true)
+  limits.check(MOD, opts)
   local dshd = M.dshd_path()
   if not dshd then
     return nil, errors.new("failed_precondition", "dshd not found (build with `make`, or set DSH_DSHD)")
@@ -175,9 +245,20 @@ function M.create(opts)
   if not sys.which("bwrap") then
     return nil, errors.new("failed_precondition", "bubblewrap (bwrap) is not installed")
   end
+  local with_network = opts.network ~= false
+  if with_network and not network.available() then
+    return nil, errors.new("failed_precondition",
+      "slirp4netns is not installed (it gives sandboxes their outbound network; or pass network = false)")
+  end
+  local plan, perr = limits.plan(opts)
+  if not plan then return nil, perr end
 
   local id = sys.random_id(20)
   local dir = state.dir(id)
+  if #state.socket(id) > 107 then
+    return nil, errors.new("failed_precondition", "the sandbox state directory " .. state.root()
+      .. " is too long for a unix socket path (set DSH_STATE_DIR or XDG_STATE_HOME to a shorter one)")
+  end
   local rok, rerr = sys.mkdir_p(state.root(), "700")
   if not rok then
     return nil, errors.new("internal",
@@ -188,12 +269,33 @@ function M.create(opts)
     if not ok then return nil, errors.new("internal", "cannot create " .. dir .. sub .. ": " .. tostring(err)) end
   end
   sys.chmod(dir .. "/home", "755")
-  for name, text in pairs(bwrap.etc_files(id)) do sys.write_file(dir .. "/etc/" .. name, text, "644") end
+  sys.chmod(dir .. "/etc", "755")
+  for name, text in pairs(bwrap.etc_files(id, with_network and network.RESOLV_CONF or nil)) do
+    sys.write_file(dir .. "/etc/" .. name, text, "644")
+  end
   local meta = {
     id = id, created_at = os.date("!%Y-%m-%dT%H:%M:%SZ"), timeout_ms = timeout, on_timeout = on_timeout,
-    network = opts.network ~= false, envs = opts.envs or {}, metadata = opts.metadata or {},
-    token = sys.random_hex(32), dshd = dshd,
+    network = with_network, envs = opts.envs or {}, metadata = opts.metadata or {},
+    token = sys.random_hex(32), dshd = dshd, limits = plan,
   }
+  if uids.dedicated() then
+    -- the sandbox's own host uid owns what it may write; the launcher reaches
+    -- the rest through <dir> (0711) and the dshd mount point
+    local uid, why = uids.allocate(dir)
+    if not uid then
+      sys.rm_rf(dir)
+      return nil, errors.new("unavailable", why)
+    end
+    meta.uid = uid
+    state.write_meta(id, meta) -- so that kill releases the uid whatever fails next
+    local ok, cerr = uids.chown(uid, { dir .. "/home", dir .. "/tmp", dir .. "/run" })
+    if not ok then
+      M.kill(id)
+      return nil, errors.new("internal", cerr)
+    end
+    sys.chmod(dir, "711")
+    sys.write_file(dir .. "/dshd", "", "644")
+  end
   state.write_meta(id, meta)
   local sb, err = attach(id, meta)
   if not sb then
@@ -207,44 +309,49 @@ end
 function M.connect(id)
   errors.check(MOD, "connect: id", id, "string")
   if not state.exists(id) then return nil, not_found(id) end
-  return attach(id, state.read_meta(id))
+  local meta = state.read_meta(id)
+  if not meta then return nil, errors.new("internal", "sandbox " .. id .. " has an unreadable record") end
+  return attach(id, meta)
 end
 
--- Stop the supervisor (and with it every process of the sandbox); wait for it.
+-- Stop the supervisor (which ends every process of the sandbox), wait for it,
+-- and make sure nothing of the sandbox is left running.
 local function stop(id)
-  local record = sys.read_file(state.dir(id) .. "/supervisor.pid")
+  local record = state.supervisor_record(id)
   local pid = sys.live_pid(record)
-  if not pid then return true end
-  sys.kill(pid, 15)
-  -- the supervisor removes its pid file and then exits: wait for the process
-  for _ = 1, 1000 do
-    if not sys.live_pid(record) then return true end
-    async.sleep(5)
+  if pid then
+    sys.kill(pid, 15)
+    -- the supervisor exits once every process is gone: wait for the process
+    local start = loop.now_ms()
+    while sys.live_pid(record) and loop.now_ms() - start < M.STOP_TIMEOUT_MS do async.sleep(2) end
+    if sys.live_pid(record) then
+      sys.kill(pid, 9) -- bubblewrap runs with --die-with-parent: the sandbox goes with it
+      while sys.live_pid(record) do async.sleep(2) end
+    end
+    os.remove(state.dir(id) .. "/supervisor.pid")
   end
-  sys.kill(pid, 9) -- bubblewrap runs with --die-with-parent: the sandbox goes with it
-  for _ = 1, 200 do
-    if not sys.live_pid(record) then break end
-    async.sleep(5)
-  end
-  os.remove(state.dir(id) .. "/supervisor.pid")
-  return true
+  return reap_leftovers(id, state.read_meta(id))
 end
 
---- Stop every process of the sandbox and keep its files.
+--- Stop every process of the sandbox and keep its files. Returns once every
+-- process of the sandbox is gone.
 function M.pause(id)
   errors.check(MOD, "pause: id", id, "string")
   if not state.exists(id) then return nil, not_found(id) end
-  stop(id)
-  return true
+  return stop(id)
 end
 
---- Stop everything and delete the sandbox's files.
+--- Stop everything and delete the sandbox's files. Returns once every
+-- process of the sandbox is gone.
 function M.kill(id)
   errors.check(MOD, "kill: id", id, "string")
   if not state.valid_id(id) or not sys.is_dir(state.dir(id)) then return nil, not_found(id) end
-  stop(id)
+  local meta = state.read_meta(id)
+  local sok, serr = stop(id)
+  if not sok then return nil, serr end
   local ok, err = sys.rm_rf(state.dir(id))
   if not ok then return nil, errors.new("internal", "cannot delete sandbox " .. id .. ": " .. tostring(err)) end
+  if meta and meta.uid then uids.release(meta.uid, state.dir(id)) end
   return true
 end
 
@@ -257,7 +364,7 @@ function M.list()
       out[#out + 1] = {
         id = id, state = state.supervisor_pid(id) and "running" or "paused",
         created_at = meta.created_at, metadata = meta.metadata, network = meta.network ~= false,
-        timeout_ms = meta.timeout_ms, on_timeout = meta.on_timeout,
+        timeout_ms = meta.timeout_ms, on_timeout = meta.on_timeout, limits = M.limits_of(meta),
       }
     end
   end

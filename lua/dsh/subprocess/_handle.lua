@@ -1,5 +1,6 @@
---- dsh.subprocess._handle: the handle, stdin writer and terminal objects of
--- the subprocess seam, written once over a small backend contract.
+--- dsh.subprocess._handle: the process handle and stdin writer of the
+-- subprocess seam, written once over a small backend contract (terminals,
+-- over the same contract, are dsh.subprocess._terminal).
 --
 -- Backend contract (a backend is a table; everything may await):
 --   backend.name, backend.cwd
@@ -46,6 +47,18 @@ local function rollback(prefix, bp, err)
   return rollback_error(prefix, err, qerr or errors.new("SUBPROCESS_ROLLBACK", "group still alive"))
 end
 
+--- Call wait() (up to RELEASE_ATTEMPTS times, backing off) until it reports
+-- the group gone: true, or nil and the last error. A lost daemon is not retried.
+function M.until_gone(wait)
+  local ok, err
+  for attempt = 1, RELEASE_ATTEMPTS do
+    ok, err = wait()
+    if ok or (err and err.code == "SUBPROCESS_LOST") then break end
+    if attempt < RELEASE_ATTEMPTS then async.sleep(100 * attempt) end
+  end
+  return ok, err
+end
+
 -- Stdin writer --------------------------------------------------------------------
 
 ---@class dsh.subprocess.Writer
@@ -82,7 +95,7 @@ end
 ---@return true|nil, dsh.Error|nil
 function Writer:write(s)
   errors.check(MOD, "stdin:write", s, "string")
-  if self._closed then error(MOD .. ": stdin:write: stdin was closed", 2) end
+  if self._closed then errors.misuse(MOD, "stdin:write: stdin was closed") end
   return self:_serial(function(bp)
     local r, e = bp:write(s)
     if not r then self.error = e end
@@ -108,7 +121,8 @@ end
 ---@field stdin dsh.subprocess.Writer|nil    with stdin = "pipe"
 ---@field stdout dsh.subprocess.Pipe|dsh.subprocess.Collector|nil  pipe: read(); collect: readFrom()
 ---@field stderr dsh.subprocess.Pipe|dsh.subprocess.Collector|nil
----@field done dsh.Future        resolves {exitCode=, signal=}; rejects when the start failed
+---@field done dsh.Future        resolves {exitCode=, signal=}, or nil, err when the start failed or the
+---                              outcome can no longer be learned (SUBPROCESS_LOST)
 ---@field stateDir string        where spill files go
 local Handle = {}
 Handle.__index = Handle
@@ -125,9 +139,8 @@ local function make_sink(spec)
 end
 
 function Handle.new(svc, o)
-  local id = require("dsh.subprocess").new_id()
   local h = setmetatable({
-    pid = -1, done = async.future(), stateDir = svc._backend:state_dir(id),
+    pid = -1, done = async.future(), stateDir = svc._backend:state_dir(o.id),
     _svc = svc, _argv = o.argv, _grace = o.grace, _started = async.future(), _released = async.future(),
   }, Handle)
   if o.stdin == "pipe" then h.stdin = Writer.new(h) end
@@ -172,7 +185,8 @@ function Handle:_finish_outputs(err)
   end
 end
 
--- A backend that raises (a bug) must still settle done and release the handle.
+-- A backend that raises (a bug) must still settle done and release the
+-- handle: done is then rejected (code raised), as dsh.async's rule says.
 function Handle:_run(spec, stdin_data, streams)
   local ok, err = xpcall(Handle._start_and_wait, debug.traceback, self, spec, stdin_data, streams)
   if ok then return end
@@ -197,7 +211,7 @@ function Handle:_start_and_wait(spec, stdin_data, streams)
     self._started:resolve(false)
     self:_finish_outputs(self._start_err)
     if self.stdin then self.stdin.error = self._start_err end
-    self.done:reject(self._start_err)
+    self.done:resolve(nil, self._start_err)
     return
   end
   self._bp, self.pid = bp, bp.pid
@@ -225,21 +239,21 @@ function Handle:_start_and_wait(spec, stdin_data, streams)
     end
   end
   if #remove > 0 then bp:remove(remove, not keep_any and self.stateDir or nil) end
-  if res then self.done:resolve(res) else self.done:reject(werr) end
+  if res then self.done:resolve(res) else self.done:resolve(nil, werr) end
+end
+
+-- Wait until done settled; it rejects only when a backend raised (a bug,
+-- reported to whoever awaits done), and what follows must run regardless.
+local function settled(h)
+  pcall(h.done.await, h.done)
 end
 
 -- Leaves the live set once done settled and the group is gone; then the
 -- backend's resources are released.
 function Handle:_release()
-  self.done:on_settle(function() end)
-  pcall(self.done.await, self.done)
+  settled(self)
   if self._off_abort then self._off_abort() end
-  local ok, err
-  for attempt = 1, RELEASE_ATTEMPTS do
-    ok, err = self:waitForExit()
-    if ok or (err and err.code == "SUBPROCESS_LOST") then break end
-    if attempt < RELEASE_ATTEMPTS then async.sleep(100 * attempt) end
-  end
+  local ok, err = M.until_gone(function() return self:waitForExit() end)
   if self._bp then self._bp:close() end
   self._svc._live[self] = nil
   if ok then self._released:resolve(true) else self._released:resolve(nil, err) end
@@ -263,7 +277,7 @@ end
 ---@return boolean|nil, dsh.Error|nil
 function Handle:waitForExit(signal)
   if signal ~= nil and not async.is_signal(signal) then
-    error(MOD .. ": waitForExit: expected an abort signal", 2)
+    errors.misuse(MOD, "waitForExit: expected an abort signal, got %s", type(signal))
   end
   if signal and signal.aborted then return false end
   if self._quiet then return true end
@@ -291,119 +305,10 @@ function Handle:_dispose_start()
 end
 
 function Handle:_join()
-  pcall(self.done.await, self.done)
+  settled(self)
   return self._released:await()
-end
-
--- Terminals ---------------------------------------------------------------------
-
----@class dsh.subprocess.Terminal
----@field pid integer  the session's process group id
----@field done dsh.Future resolves {exitCode=, signal=}
-local Terminal = {}
-Terminal.__index = Terminal
-Terminal.__tostring = function(t)
-  return string.format("dsh.subprocess.terminal(%s, pid %d%s)", t._argv[1], t.pid,
-    t._closed and ", closed" or (t.done:done() and ", ended" or ""))
-end
-
-function Terminal.start(svc, o)
-  local t = setmetatable({ pid = -1, done = async.future(), _svc = svc, _argv = o.argv, _grace = o.grace,
-    _out = output.pipe(), _released = async.future() }, Terminal)
-  local bp, err = svc._backend:start {
-    argv = o.argv, cwd = o.cwd, env = o.env, pty = o.pty, stdin = "pipe",
-    stdout = { mode = "pipe" }, stderr = { mode = "pipe" },
-    on_data = function(_, bytes) t._out:push(bytes) end,
-  }
-  if not bp then return nil, err end
-  t._bp, t.pid = bp, bp.pid
-  svc._live[t] = true
-  async.run(function()
-    local res, werr = bp:wait()
-    t._out:finish(not res and werr or nil)
-    if res then t.done:resolve(res) else t.done:reject(werr) end
-  end)
-  return t
-end
-
-local function open(t, what)
-  if t._closed then error(MOD .. ": terminal:" .. what .. ": the terminal is closed", 3) end
-  return t._bp
-end
-
---- The next bytes the terminal printed; nil at end; nil, err on failure.
-function Terminal:read()
-  return self._out:read()
-end
-
---- Type bytes into the terminal.
-function Terminal:write(s)
-  errors.check(MOD, "terminal:write", s, "string")
-  return open(self, "write"):write(s)
-end
-
-function Terminal:resize(rows, cols)
-  for what, v in pairs { rows = rows, cols = cols } do
-    if type(v) ~= "number" or v < 1 or v > 65535 or v % 1 ~= 0 then
-      error(MOD .. ": terminal:resize: " .. what .. " must be an integer in [1, 65535]", 2)
-    end
-  end
-  return open(self, "resize"):resize(rows, cols)
-end
-
---- Send a signal ("SIGINT", "INT", 2, ...) to the terminal's foreground
--- process group (a shell's running job), as a keyboard would. Returns the
--- pgid it was delivered to, or nil, err.
-function Terminal:signal(sig)
-  return open(self, "signal"):signal_foreground(sig)
-end
-
---- Wait for the leader's exit: {exitCode=, signal=}, or nil, err (aborted, lost).
-function Terminal:wait(signal)
-  self.done:on_settle(function() end)
-  local ok, res, err = pcall(async.await, self.done, signal)
-  if not ok then return nil, res end
-  return res, err
-end
-
-function Terminal:_dispose_start()
-  if self._closing then return end
-  self._closing = true
-  async.run(function()
-    -- a hangup is what closing a terminal means (shells exit on it and pass
-    -- it to their jobs); TERM then KILL after graceMs for whatever stays
-    self._bp:signal("SIGHUP")
-    self._bp:terminate(self._grace)
-    self._out:close()
-    self.done:on_settle(function() end)
-    pcall(self.done.await, self.done)
-    self._bp:kill_session() -- job groups of the session outlive the leader's group
-    local ok, err
-    for attempt = 1, RELEASE_ATTEMPTS do
-      ok, err = self._bp:wait_quiescent()
-      if ok or (err and err.code == "SUBPROCESS_LOST") then break end
-      if attempt < RELEASE_ATTEMPTS then async.sleep(100 * attempt) end
-    end
-    self._bp:close()
-    self._closed = true
-    self._svc._live[self] = nil
-    if ok then self._released:resolve(true) else self._released:resolve(nil, err) end
-  end)
-end
-
-function Terminal:_join()
-  return self._released:await()
-end
-
---- SIGHUP, then TERM the group and KILL after graceMs, kill what is left of
--- the session, wait until the group is gone, release.
--- Idempotent. Returns true, or nil, err when the group's end could not be confirmed.
-function Terminal:close()
-  self:_dispose_start()
-  return self:_join()
 end
 
 M.Writer = Writer
 M.Handle = Handle
-M.Terminal = Terminal
 return M

@@ -12,6 +12,7 @@
 -- Offsets are byte offsets into the stream; text is raw bytes (never replaced
 -- with U+FFFD), so offsets stay exact.
 local async = require "dsh.async"
+local errors = require "dsh.errors"
 local utf8 = require "dsh.utf8"
 
 local M = {}
@@ -145,7 +146,7 @@ end
 ---@return dsh.subprocess.ReadResult
 function Collector:readFrom(offset)
   if type(offset) ~= "number" or offset < 0 or offset % 1 ~= 0 or offset > MAX_SAFE then
-    error(M.OFFSET_MESSAGE, 2)
+    errors.misuse("dsh.subprocess", "readFrom: %s", M.OFFSET_MESSAGE)
   end
   local lossy = offset < self._start
   local text

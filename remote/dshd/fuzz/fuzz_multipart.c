@@ -51,7 +51,9 @@ static void on_end(void *ud) {
   put(t, "E", 1);
 }
 
-static int on_stopped(void *ud) { return 0; }
+static int on_stopped(void *ud) {
+  return 0;
+}
 
 static const dshd_mp_ops_t ops = {on_begin, on_data, on_end, on_stopped};
 
@@ -79,7 +81,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int b = run(data, size, k, &chunked);
   /* Parts and bytes delivered before the verdict must agree; a malformed body
    * may be noticed at different points, so compare only when both succeed. */
-  if (a == 0 && b == 0 && (whole.n != chunked.n || (whole.n && memcmp(whole.log, chunked.log, whole.n))))
+  if (a == 0 && b == 0 &&
+      (whole.n != chunked.n || (whole.n && memcmp(whole.log, chunked.log, whole.n))))
     abort();
   if ((a == 0) != (b == 0)) abort();
   free(whole.log);

@@ -1,0 +1,108 @@
+--- dsh.envd._stream: a server stream of dsh.envd (private).
+--
+-- One Connect server stream on an open dsh.http response: bytes go from the
+-- response's buffer into the core's event reader (dsh.envd_events) without a
+-- Lua string, and come out as decoded JSON messages or data events. Created
+-- by dsh.envd's Client:stream through M.open.
+local errors = require "dsh.errors"
+local json = require "dsh.json"
+
+local M = {}
+
+-- dsh.envd requires this module; its transport_error is looked up on use.
+local function transport_error(err)
+  return require("dsh.envd").transport_error(err)
+end
+
+---@class dsh.EnvdStream
+---@field path string
+local Stream = {}
+Stream.__index = Stream
+Stream.__tostring = function(s)
+  return "dsh.envd.stream(" .. s.path .. (s._closed and ", closed" or "") .. ")"
+end
+
+--- A stream reading res (a 200 answer of content type
+-- application/connect+json) through reader (a dsh.envd_events reader, which
+-- it keeps).
+---@return dsh.EnvdStream
+function M.open(path, res, reader)
+  return setmetatable({ path = path, _res = res, _reader = reader }, Stream)
+end
+
+--- The next message: a decoded JSON table, or for a data event (decoded in C,
+-- see core/include/dsh/envd_events.h) a table {__data=true, stream=, data=,
+-- offset=} (a large event comes in several pieces). nil when the stream ended
+-- cleanly, or nil, err (the stream's own error from its end message, or a
+-- transport or protocol failure).
+function Stream:next()
+  local reader = self._reader
+  while true do
+    if self._failed then return nil, self._failed end
+    if self._done then return nil end
+    local kind, a, b, c = reader:next()
+    if kind == "data" then
+      return { __data = true, stream = a, data = b, offset = c }
+    elseif kind == "message" then
+      local msg = json.decode(a)
+      if type(msg) ~= "table" then
+        self._failed = errors.new("internal", "envd stream message is not a JSON object")
+      else
+        return msg
+      end
+    elseif kind == "end" then
+      self:_finish_with(a)
+      self:_read_to_eof()
+    elseif a then
+      self._failed = errors.new("internal", "envd stream protocol error: " .. a.message)
+    else
+      local got, err = self._res:read_with(reader.sink)
+      if not got then
+        if err then
+          self._failed = transport_error(err)
+        elseif not reader:finish() then
+          self._failed = errors.new("invalid_argument", "protocol error: incomplete envelope")
+        else
+          self._failed = errors.new("unknown", "missing EndStreamResponse")
+        end
+      end
+    end
+  end
+end
+
+local function discard() end
+
+-- The end message is the last one: the server ends the body right after it.
+-- Read to that end so the transfer completes and its connection goes back to
+-- the client's cache (closing a response mid-body makes libcurl drop the
+-- connection, and every later stream would pay for a new one). Bytes after
+-- the end message are ignored.
+function Stream:_read_to_eof()
+  local res = self._res
+  while res:read_with(discard) do end
+end
+
+function Stream:_finish_with(payload)
+  local endmsg = json.decode(payload)
+  if type(endmsg) ~= "table" then
+    self._failed = errors.new("internal", "envd stream ended with a malformed end message")
+  elseif type(endmsg.error) == "table" then
+    local e = endmsg.error
+    self._failed = errors.new(type(e.code) == "string" and e.code or "unknown",
+      type(e.message) == "string" and e.message or "stream failed")
+  elseif endmsg.error ~= nil and endmsg.error ~= json.null then
+    self._failed = errors.new("internal", "envd stream ended with a malformed error")
+  else
+    self._done = true
+  end
+end
+
+--- Stop reading and drop the connection (the server sees the client go away).
+function Stream:close()
+  if self._closed then return end
+  self._closed = true
+  self._res:close() -- the reader goes with the stream (ffi.gc): events it holds stay readable
+end
+
+M.Stream = Stream
+return M

@@ -1,0 +1,151 @@
+/* fuzz_http.c: dshd's HTTP request handling end to end under libFuzzer —
+ * libmicrohttpd's parsing, dshd's accept loop and connection policing,
+ * screening (framing, token, Host/Origin), dispatch, the Connect protocol
+ * (unary calls, server and client streams, envelopes), /files uploads and
+ * downloads, /init and /health, all as linked into dshd. Each input is the
+ * byte stream of one client: it is written to a fresh connection to the
+ * daemon's unix socket, the client half-closes, the loop runs until nothing
+ * more happens, whatever came back is read and dropped, and the client
+ * closes. The daemon lives for the whole run, so state carried from one
+ * input to the next (streams, connections, /init) is exercised too.
+ *
+ * The services are fuzz_http_services.c's (echo handlers, no processes).
+ * The fuzzer runs in its own mount (and, without root, user) namespace in
+ * which every mount is read-only and without devices except a private
+ * tmpfs on /tmp and the working directory (libFuzzer's corpus), so /files
+ * can change nothing of this machine. Without namespaces (or on a kernel
+ * without mount_setattr, Linux < 5.12) the target fails at once: it never
+ * runs unconfined. */
+#include <errno.h>
+#include <ev.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "../server.h"
+
+#define SOCK "/tmp/dshd.sock"
+#define TOKEN "fuzz-token" /* the seeds carry it, so mutations get past the token check */
+
+static void die(const char *what) {
+  fprintf(stderr, "fuzz_http: %s: %s\n", what, strerror(errno));
+  abort();
+}
+
+static void write_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  if (!f || fputs(text, f) < 0 || fclose(f) != 0) die(path);
+}
+
+static void map_id(const char *file, unsigned outside) {
+  char line[64];
+  snprintf(line, sizeof line, "0 %u 1\n", outside);
+  int fd = open(file, O_WRONLY);
+  if (fd < 0 || write(fd, line, strlen(line)) < 0 || close(fd) != 0) die(file);
+}
+
+static void set_attr(const char *path, unsigned flags, uint64_t set, uint64_t clr) {
+  struct mount_attr attr = {.attr_set = set, .attr_clr = clr};
+  if (mount_setattr(AT_FDCWD, path, flags, &attr, sizeof attr) != 0) die(path);
+}
+
+/* In a private mount namespace: every mount read-only and without devices,
+ * a fresh tmpfs on /tmp (where the seeds write), and the working directory
+ * (libFuzzer's corpus and crash files) writable. */
+static void confine(void) {
+  uid_t uid = geteuid();
+  gid_t gid = getegid();
+  char cwd[4096];
+  if (!getcwd(cwd, sizeof cwd)) die("getcwd");
+  if (uid != 0) {
+    if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) die("unshare(user, mount namespaces)");
+    int fd = open("/proc/self/setgroups", O_WRONLY);
+    if (fd >= 0) {
+      if (write(fd, "deny", 4) < 0) die("setgroups");
+      close(fd);
+    }
+    map_id("/proc/self/uid_map", uid);
+    map_id("/proc/self/gid_map", gid);
+  } else if (unshare(CLONE_NEWNS) != 0) {
+    die("unshare(mount namespace)");
+  }
+  if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) die("make / private");
+  if (mount(cwd, cwd, NULL, MS_BIND | MS_REC, NULL) != 0) die("bind the working directory");
+  set_attr("/", AT_RECURSIVE, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV, 0);
+  set_attr(cwd, 0, 0, MOUNT_ATTR_RDONLY);
+  if (mount("tmpfs", "/tmp", "tmpfs", MS_NODEV | MS_NOSUID, "size=64m,mode=1777") != 0)
+    die("mount tmpfs on /tmp");
+  write_file("/tmp/hello.txt", "hello from the fuzzer's /tmp\n");
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+  (void)argc, (void)argv;
+  confine();
+  static char token[] = TOKEN;
+  dshd_config_t cfg = {
+      .listen = SOCK,
+      .access_token = token,
+      .replay_bytes = 1u << 20,
+      .max_rpc_body_bytes = 1u << 20,
+      .exited_ttl_ms = 1000,
+      .exited_max_bytes = 1u << 20,
+  };
+  dshd_server_opts_t opts = {
+      .connection_memory_bytes = 32u << 10,
+      .header_timeout_ms = 1000,
+      .keepalive_timeout_ms = 1000,
+  };
+  char why[512];
+  if (dshd_server_start(&cfg, &opts, why, sizeof why) != 0) {
+    fprintf(stderr, "fuzz_http: dshd did not start: %s\n", why);
+    abort();
+  }
+  return 0;
+}
+
+/* Runs the loop without blocking until rounds pass with nothing to do on
+ * the client's side; reads (and drops) what the daemon sent. */
+static void pump(int fd, const uint8_t **data, size_t *left, int idle_rounds) {
+  static char sink[65536];
+  int idle = 0;
+  while (idle < idle_rounds) {
+    ev_run(dshd_ev(), EVRUN_NOWAIT);
+    int moved = 0;
+    if (*left) {
+      ssize_t n = send(fd, *data, *left, MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (n > 0) {
+        *data += n;
+        *left -= (size_t)n;
+        moved = 1;
+      } else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+        *left = 0; /* the daemon closed: nothing more to send */
+      }
+    }
+    ssize_t r = recv(fd, sink, sizeof sink, MSG_DONTWAIT);
+    if (r > 0) moved = 1;
+    if (r == 0) return; /* the daemon closed the connection */
+    idle = moved ? 0 : idle + 1;
+  }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_un a = {.sun_family = AF_UNIX};
+  strcpy(a.sun_path, SOCK);
+  if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0) die("connect");
+  size_t left = size;
+  pump(fd, &data, &left, 64);
+  shutdown(fd, SHUT_WR); /* a half-closed client must still get its answers */
+  pump(fd, &data, &left, 64);
+  close(fd);
+  for (int i = 0; i < 8; i++) ev_run(dshd_ev(), EVRUN_NOWAIT); /* the daemon sees it go */
+  return 0;
+}

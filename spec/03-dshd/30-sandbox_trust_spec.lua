@@ -1,0 +1,176 @@
+-- Nothing the host reads to find or authenticate a local sandbox is writable
+-- from inside it (issue 7, isolation item 1). Code in a sandbox plants what
+-- it can in its own /run/dsh (once dshd's ready file and socket): an
+-- address of another listener, links to host files and to another unix
+-- socket. The host keeps talking to the sandbox's own dshd, proved by the
+-- sandbox's hostname coming back, and a trap listener (a dshd on the host
+-- without a token, which would run the command as the host) stays unused.
+-- The records the host does read live outside the sandbox and are opened
+-- without following links, as regular files of bounded size.
+local D = require "helpers.dshd"
+local helpers = require "helpers"
+local hostfs = require "dsh.hostfs"
+local lfs = require "lfs"
+local sandbox = require "dsh.sandbox"
+local state = require "dsh.sandbox.state"
+local sys = require "dsh.sysutil"
+
+local function sh(client, script)
+  local p = assert(client:start { cmd = "/bin/bash", args = { "-c", script } })
+  local r = assert(p:wait())
+  p:close()
+  return r.exit_code, r.stdout, r.stderr
+end
+
+local function hostname_of(id)
+  return "dsh-" .. id:sub(1, 12) .. "\n"
+end
+
+-- Attach anew (as `dsh exec` and every new context do) and ask who answers.
+local function who_answers(id)
+  local sb = assert(sandbox.connect(id))
+  local code, out = sh(sb.envd, "cat /etc/hostname")
+  sb:close()
+  assert.equal(0, code)
+  return out
+end
+
+describe("a local sandbox cannot steer the host", function()
+  local tmp
+  setup(function()
+    helpers.isolate_state()
+    tmp = helpers.tmpdir()
+  end)
+  teardown(function()
+    helpers.rm_rf(tmp)
+    helpers.restore_state()
+  end)
+  before_each(helpers.snapshot)
+  after_each(helpers.assert_clean)
+
+  it("is reached through a socket in the host's state directory, outside every directory it can write", function()
+    helpers.run(function()
+      local sb = assert(sandbox.create {})
+      finally(function() sandbox.kill(sb.id) end)
+      assert.equal(state.socket(sb.id), sb.envd.unix_socket)
+      assert.equal("socket", lfs.symlinkattributes(state.socket(sb.id), "mode"))
+      -- nothing of dshd's is left where the sandbox writes
+      assert.same({ 0, "", "" }, { sh(sb.envd, "ls -A /run/dsh") })
+      assert.same({}, sys.list_dir(sb:host_path("run")))
+      -- the sandbox's writable directories are home, tmp and run; the socket
+      -- and every record the host reads sit beside them, never in them
+      for _, name in ipairs { "dshd.sock", "meta.json", "supervisor.pid", "runtime.json" } do
+        local path = state.dir(sb.id) .. "/" .. name
+        assert.is_truthy(lfs.symlinkattributes(path), name)
+        for _, w in ipairs { "home", "tmp", "run" } do
+          assert.is_nil(path:find(sb:host_path(w) .. "/", 1, true), name .. " is inside " .. w)
+        end
+      end
+      sb:close()
+    end)
+  end)
+
+  it("ignores a ready file written inside that names another listener", function()
+    helpers.run(function()
+      local trap = D.bare()
+      local sb = assert(sandbox.create {})
+      finally(function()
+        sandbox.kill(sb.id)
+        trap.stop()
+      end)
+      local code = sh(sb.envd,
+        "printf '%s\\n' " .. trap.addr .. " >/run/dsh/ready.tmp && mv /run/dsh/ready.tmp /run/dsh/ready")
+      assert.equal(0, code)
+      sb:close()
+      assert.equal(hostname_of(sb.id), who_answers(sb.id))
+    end)
+  end)
+
+  it("never follows a link planted inside to a host file", function()
+    helpers.run(function()
+      local trap = D.bare()
+      -- a host-only file whose content would be a usable address
+      local secret = tmp .. "/host-only"
+      helpers.write_file(secret, trap.addr .. "\n")
+      local sb = assert(sandbox.create {})
+      finally(function()
+        sandbox.kill(sb.id)
+        trap.stop()
+      end)
+      assert.equal(0, (sh(sb.envd, "ln -sf '" .. secret .. "' /run/dsh/ready")))
+      assert.equal("link", lfs.symlinkattributes(sb:host_path("run") .. "/ready", "mode"))
+      sb:close()
+      assert.equal(hostname_of(sb.id), who_answers(sb.id))
+      -- and across a pause: the restarted sandbox is found the same way
+      assert(sandbox.pause(sb.id))
+      assert.equal(hostname_of(sb.id), who_answers(sb.id))
+    end)
+  end)
+
+  it("never follows a link planted in place of its socket to another unix socket", function()
+    helpers.run(function()
+      local trap = D.bare({}, { listen = tmp .. "/trap.sock" })
+      local sb = assert(sandbox.create { network = false })
+      finally(function()
+        sandbox.kill(sb.id)
+        trap.stop()
+      end)
+      local code = sh(sb.envd, "rm -f /run/dsh/dshd.sock; ln -s '" .. tmp .. "/trap.sock' /run/dsh/dshd.sock")
+      assert.equal(0, code)
+      sb:close()
+      assert.equal(hostname_of(sb.id), who_answers(sb.id))
+      assert(sandbox.pause(sb.id))
+      assert.equal(hostname_of(sb.id), who_answers(sb.id))
+    end)
+  end)
+
+  it("reads its records without following links and without blocking", function()
+    helpers.run(function()
+      local sb = assert(sandbox.create { network = false })
+      local id = sb.id
+      finally(function() sandbox.kill(id) end)
+      sb:close()
+      assert(sandbox.pause(id))
+      local meta = state.dir(id) .. "/meta.json"
+      local real = tmp .. "/meta.json"
+      assert(os.rename(meta, real))
+      -- a link (to a record that would be valid), then a FIFO: both refused
+      assert(lfs.link(real, meta, true))
+      local ok, err = sandbox.connect(id)
+      assert.is_nil(ok)
+      assert.same({ "internal", "sandbox " .. id .. " has an unreadable record" }, { err.code, err.message })
+      os.remove(meta)
+      assert.is_true(os.execute("mkfifo '" .. meta .. "'") == 0)
+      ok, err = D.within(5000, "connect with a FIFO for meta.json", function() return sandbox.connect(id) end)
+      assert.is_nil(ok)
+      assert.equal("internal", err.code)
+      os.remove(meta)
+      assert(os.rename(real, meta))
+      local again = assert(sandbox.connect(id))
+      assert.equal(hostname_of(id), select(2, sh(again.envd, "cat /etc/hostname")))
+      again:close()
+    end)
+  end)
+
+  it("has one bounded, link-refusing read for such records (dsh.hostfs.read_regular)", function()
+    local f = tmp .. "/record"
+    helpers.write_file(f, "12345")
+    assert.equal("12345", hostfs.read_regular(f, 5))
+    local function refused(path, max, msg)
+      local v, err = hostfs.read_regular(path, max)
+      assert.is_nil(v)
+      assert.same({ "io", path .. " " .. msg }, { err.code, err.message })
+    end
+    refused(f, 4, "is larger than 4 bytes")
+    assert(lfs.link(f, tmp .. "/link", true))
+    refused(tmp .. "/link", 100, "is a symbolic link")
+    assert.is_true(os.execute("mkfifo '" .. tmp .. "/fifo'") == 0)
+    refused(tmp .. "/fifo", 100, "is not a regular file")
+    refused(tmp, 100, "is not a regular file")
+    local v, err = hostfs.read_regular(tmp .. "/missing", 100)
+    assert.is_nil(v)
+    assert.equal("not_found", err.code)
+    assert.has_error(function() hostfs.read_regular(f) end,
+      "dsh.hostfs: read_regular: max_bytes must be a non-negative integer")
+  end)
+end)
