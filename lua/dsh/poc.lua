@@ -14,9 +14,6 @@ local loop = require "dsh.loop"
 
 local M = {}
 
---- Modules whose steps(state) add steps after the built-in ones.
-M.EXTRA_STEPS = { "dsh.poc.code_runtime" }
-
 local SECRETS = { NPM_TOKEN = "sentinel-secret", DSH_STALE = "sentinel-stale", KEEP = "visible" }
 
 local function check(cond, fmt, ...)
@@ -160,15 +157,16 @@ local function steps(state)
   }
 end
 
+-- Steps of other parts (dsh.poc.<part>), run on the same composed context
+-- after the steps above and before the last one (disposal).
+M.PARTS = { "dsh.poc.code_runtime" }
+
 local function run(opts)
   local state = { cloud = opts.cloud }
   local list = steps(state)
-  -- Other capabilities' steps run on the same context, before disposal.
-  local last = table.remove(list)
-  for _, name in ipairs(M.EXTRA_STEPS) do
-    for _, s in ipairs(require(name).steps(state)) do list[#list + 1] = s end
+  for _, part in ipairs(M.PARTS) do
+    for _, step in ipairs(require(part).steps(state)) do table.insert(list, #list, step) end
   end
-  list[#list + 1] = last
   print(string.format("dsh poc: one remote world on %s", state.cloud and "an E2B cloud sandbox" or "a local sandbox"))
   local total0 = loop.now_ms()
   local failed
