@@ -30,13 +30,6 @@ local wire = require "dsh.code_runtime._wire"
 
 local M = {}
 
---- Error codes of this seam (setup and provider failures; run failures are
---- result kinds, not errors).
-M.codes = {
-  CODE_RUNTIME_SETUP = "CODE_RUNTIME_SETUP",
-  CODE_RUNTIME_DISPOSED = "CODE_RUNTIME_DISPOSED",
-}
-
 M.KINDS = run.KINDS
 M.LANGUAGES = { lua = true, typescript = true, javascript = true }
 M.null, M.array, M.object = wire.null, wire.array, wire.object
@@ -90,7 +83,7 @@ function M.runner_files()
       end
     end
     if not data then
-      return nil, errors.new(M.codes.CODE_RUNTIME_SETUP, "runner file " .. (f.module or f.source) .. " not found")
+      return nil, errors.new("CODE_RUNTIME_SETUP", "runner file " .. (f.module or f.source) .. " not found")
     end
     out[#out + 1] = { name = f.name, data = data }
   end
@@ -121,7 +114,7 @@ M.LUA_LIBRARIES = { os = true, io = true, debug = true, ffi = true, require = tr
 -- provider's own keys (name -> true). Raises "<prefix>: ..."; returns the
 -- normalised config.
 function M.validate_config(prefix, cfg, extra)
-  local function fail(msg) error(prefix .. ": " .. msg, 0) end
+  local function fail(msg) errors.misuse(prefix, "%s", msg) end
   if type(cfg) ~= "table" then fail("config must be a table") end
   local known = { luaLibraries = true, language = true }
   for _, k in ipairs(INT_KEYS) do known[k] = true end
@@ -204,12 +197,12 @@ function M.service(backend, cfg)
   svc._ready = async.run(function()
     local check = function()
       if svc._disposing then
-        return nil, errors.new(M.codes.CODE_RUNTIME_DISPOSED, svc.name .. ": runtime disposed during setup")
+        return nil, errors.new("CODE_RUNTIME_DISPOSED", svc.name .. ": runtime disposed during setup")
       end
       return true
     end
     local ok, prep, err = pcall(backend.prepare, backend, check)
-    if not ok then return nil, errors.new(M.codes.CODE_RUNTIME_SETUP, tostring(prep)) end
+    if not ok then return nil, errors.new("CODE_RUNTIME_SETUP", tostring(prep)) end
     return prep, err
   end)
   return svc
@@ -219,15 +212,15 @@ end
 ---@param o dsh.code_runtime.RunOpts
 ---@return dsh.code_runtime.Result
 function Service:run(o)
-  if self._disposing then error(self.name .. ": run() after disposal", 2) end
-  if type(o) ~= "table" then error(self.name .. ": run: expected an options table, got " .. type(o), 2) end
-  if type(o.program) ~= "string" then error(self.name .. ": run: program must be a string", 2) end
+  if self._disposing then errors.misuse(self.name, "run() after disposal") end
+  errors.check(self.name, "run: options", o, "table")
+  errors.check(self.name, "run: program", o.program, "string")
   local lang = o.language or self.language
   if not M.LANGUAGES[lang] then
-    error(self.name .. ': run: language must be "lua", "typescript" or "javascript"', 2)
+    errors.misuse(self.name, 'run: language must be "lua", "typescript" or "javascript"')
   end
   if o.signal ~= nil and not async.is_signal(o.signal) then
-    error(self.name .. ": run: signal must be an abort signal", 2)
+    errors.misuse(self.name, "run: signal must be an abort signal")
   end
   local list, namespaces = bindings.check(self.name, lang, o.bindings)
   return run.execute(self, {

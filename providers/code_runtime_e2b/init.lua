@@ -30,7 +30,7 @@ function M.validate(cfg)
   for k in pairs(EXTRA) do
     local v = out[k]
     if v ~= nil and (type(v) ~= "string" or v:sub(1, 1) ~= "/") then
-      error(M.name .. ": config." .. k .. " must be an absolute path", 0)
+      errors.misuse(M.name, "config.%s must be an absolute path", k)
     end
   end
   return out
@@ -57,7 +57,7 @@ function Backend:prepare(check)
   ok, err = check()
   if not ok then return nil, err end
   local w, werr = sb.envd:write_files(list)
-  if not w then return nil, errors.new(code_runtime.codes.CODE_RUNTIME_SETUP, "upload failed: " .. werr.message) end
+  if not w then return nil, errors.new("CODE_RUNTIME_SETUP", "upload failed: " .. werr.message) end
   ok, err = check()
   if not ok then return nil, err end
   local script = "chmod 600 -- " .. table.concat(paths, " ") .. " || exit 1\n"
@@ -69,10 +69,10 @@ function Backend:prepare(check)
   if not r then return nil, rerr end
   local luajit, nodebin = r.stdout:match("^([^\n]*)\n([^\n]*)\n?$")
   if r.exit_code ~= 0 or not luajit then
-    return nil, errors.new(code_runtime.codes.CODE_RUNTIME_SETUP, "chmod 600 of the runner failed: " .. r.stderr)
+    return nil, errors.new("CODE_RUNTIME_SETUP", "chmod 600 of the runner failed: " .. r.stderr)
   end
   if luajit == "-" then
-    return nil, errors.new(code_runtime.codes.CODE_RUNTIME_SETUP, "luajit not found in the sandbox")
+    return nil, errors.new("CODE_RUNTIME_SETUP", "luajit not found in the sandbox")
   end
   return { root = root, luajit = luajit, node = nodebin ~= "-" and nodebin or nil }
 end

@@ -26,7 +26,7 @@ function M.validate(cfg)
   for k in pairs(EXTRA) do
     local v = out[k]
     if v ~= nil and (type(v) ~= "string" or v:sub(1, 1) ~= "/") then
-      error(M.name .. ": config." .. k .. " must be an absolute path", 0)
+      errors.misuse(M.name, "config.%s must be an absolute path", k)
     end
   end
   return out
@@ -50,13 +50,13 @@ function Backend:prepare(check)
   local parent = dir:match("^(.*)/[^/]+$")
   sysutil.mkdir_p(parent, "700")
   ok, err = sysutil.mkdir_p(dir, "700")
-  if not ok then return nil, errors.new(code_runtime.codes.CODE_RUNTIME_SETUP, tostring(err)) end
+  if not ok then return nil, errors.new("CODE_RUNTIME_SETUP", tostring(err)) end
   for _, f in ipairs(files) do
     ok, err = sysutil.write_file(dir .. "/" .. f.name, f.data, "600")
-    if not ok then return nil, errors.new(code_runtime.codes.CODE_RUNTIME_SETUP, tostring(err)) end
+    if not ok then return nil, errors.new("CODE_RUNTIME_SETUP", tostring(err)) end
   end
   local luajit = self.cfg.luajit or luajit_path()
-  if not luajit then return nil, errors.new(code_runtime.codes.CODE_RUNTIME_SETUP, "luajit not found") end
+  if not luajit then return nil, errors.new("CODE_RUNTIME_SETUP", "luajit not found") end
   return { root = dir, luajit = luajit, node = self.cfg.node or node.bin() or sysutil.which("node") }
 end
 

@@ -6,7 +6,6 @@
 local async = require "dsh.async"
 local base64 = require "dsh.base64"
 local code_runtime = require "dsh.code_runtime"
-local context = require "dsh.context"
 local helpers = require "helpers"
 local loop = require "dsh.loop"
 local wire = require "dsh.code_runtime._wire"
@@ -23,9 +22,7 @@ local function peer_runtime(cfg, opts)
   local dir = helpers.tmpdir()
   local src = assert(helpers.read_file(PEER))
   helpers.write_file(dir .. "/code-runtime-supervisor.lua", src)
-  local ctx = context.new()
-  ctx:use(require "dsh.providers.subprocess_local")
-  assert(ctx:start())
+  local ctx = helpers.start_context { require "dsh.providers.subprocess_local" }
   local prepared = 0
   local backend = {
     name = "code-runtime-peer", label = "local runtime", subprocess = ctx.subprocess, cwd = dir,
@@ -39,7 +36,7 @@ local function peer_runtime(cfg, opts)
     end,
   }
   local svc = code_runtime.service(backend, code_runtime.validate_config("code-runtime-peer", cfg or {}))
-  local env = { svc = svc, dir = dir }
+  local env = { svc = svc, dir = dir, subprocess = ctx.subprocess }
   function env.plan(steps)
     local parts = { "return {" }
     for _, s in ipairs(steps) do
@@ -231,6 +228,32 @@ describe("code runtime bridge (host side)", function()
       local r = svc:run { program = "x" }
       assert.same({ logs = {}, value = 1 }, r)
       assert.is_true(loop.now_ms() - t0 >= 300, "reported before the KILL after killGraceMs")
+    end)
+  end)
+
+  it("raises at the caller when the subprocess backend raised (done rejected), leaving nothing", function()
+    with_peer({}, {}, function(env, svc)
+      -- fault injection into the real backend: its wait raises once the process ended
+      local backend = env.subprocess._backend
+      backend.start = function(self, spec)
+        local bp, err = getmetatable(self).start(self, spec)
+        if bp then
+          bp.wait = function(b)
+            getmetatable(b).wait(b)
+            error("backend bug", 0)
+          end
+        end
+        return bp, err
+      end
+      env.plan { BOOT, done("[1]") }
+      local ok, err = pcall(svc.run, svc, { program = "x" })
+      backend.start = nil
+      assert.is_false(ok)
+      assert.equal("SUBPROCESS_FAILED", err.code)
+      assert.truthy(err.message:find("backend bug", 1, true), err.message)
+      assert.equal(0, svc:live_count())
+      env.plan { BOOT, done("[2]") }
+      assert.same({ logs = {}, value = 2 }, svc:run { program = "x" })
     end)
   end)
 

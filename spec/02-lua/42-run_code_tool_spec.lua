@@ -1,7 +1,6 @@
 -- The model-facing run_code tool (reference §5) over a real code-runtime-local:
 -- its schema, the description generated from the bindings in the program's
 -- language, and how results and failures render.
-local context = require "dsh.context"
 local helpers = require "helpers"
 local node = require "dsh.code_runtime.node"
 local run_code = require "dsh.tools.run_code"
@@ -19,16 +18,10 @@ local TOOLS = { {
   errorClass = { name = "ToolCallError", memberNameProperty = "toolName" },
 } }
 
+local LOCAL, CODE = require "dsh.providers.subprocess_local", require "dsh.providers.code_runtime_local"
+
 local function with_ctx(cfg, fn)
-  helpers.run(function()
-    local ctx = context.new()
-    ctx:use(require "dsh.providers.subprocess_local")
-    ctx:use(require "dsh.providers.code_runtime_local", cfg)
-    assert(ctx:start())
-    local ok, err = pcall(fn, ctx)
-    assert(ctx:dispose())
-    if not ok then error(err, 0) end
-  end)
+  helpers.run(function() helpers.with_context({ LOCAL, { CODE, cfg } }, fn) end)
 end
 
 describe("run_code tool", function()
@@ -116,6 +109,18 @@ describe("run_code tool", function()
       end)
     end)
   end
+
+  it("raises on misuse at the caller's line", function()
+    local here = debug.getinfo(1, "S").short_src
+    local function raises_here(want, fn)
+      local ok, err = pcall(fn)
+      assert.is_false(ok)
+      assert.equal(here .. ":" .. debug.getinfo(fn, "S").linedefined .. ": " .. want, err)
+    end
+    raises_here('dsh.tools.run_code: new: language must be "lua", "typescript" or "javascript"',
+      function() run_code.new { language = "ruby" } end)
+    raises_here("dsh.tools.run_code: new: bindings must be a list", function() run_code.new { bindings = 1 } end)
+  end)
 
   it("refuses bad input", function()
     local t = run_code.new { bindings = TOOLS }

@@ -1,6 +1,6 @@
 -- The code-runtime contract on this machine: code-runtime-local over
 -- subprocess-local, the real runners (LuaJIT supervisor, Lua and Node workers).
-local context = require "dsh.context"
+local helpers = require "helpers"
 local node = require "dsh.code_runtime.node"
 local proc = require "dsh.proc"
 
@@ -14,22 +14,19 @@ local function host_sh(cmd)
 end
 
 local provider = require "dsh.providers.code_runtime_local"
+local LOCAL = require "dsh.providers.subprocess_local"
 
 require("helpers.code_runtime_contract")("code-runtime-local", {
   prefix = "code-runtime-local", label = "local runtime", provider = provider,
   typescript = node.bin() ~= nil,
   new = function(cfg)
-    local ctx = context.new()
-    ctx:use(require "dsh.providers.subprocess_local")
-    ctx:use(provider, cfg)
-    assert(ctx:start())
+    local ctx = helpers.start_context { LOCAL, { provider, cfg } }
     local dir = ctx.codeRuntime._backend.dir
     return { ctx = ctx, sh = host_sh, tag = dir, dispose = function() assert(ctx:dispose()) end }
   end,
 })
 
 describe("code-runtime-local with a Node that cannot strip types", function()
-  local helpers = require "helpers"
   before_each(helpers.snapshot)
   after_each(helpers.assert_clean)
 
@@ -44,17 +41,14 @@ describe("code-runtime-local with a Node that cannot strip types", function()
   if old then
     it("still runs JavaScript; TypeScript fails naming the Node version needed", function()
       helpers.run(function()
-        local ctx = context.new()
-        ctx:use(require "dsh.providers.subprocess_local")
-        ctx:use(provider, { node = old })
-        assert(ctx:start())
-        local r = ctx.codeRuntime:run { language = "javascript", program = "return [1, 2];" }
-        assert.same({ logs = {}, value = { 1, 2 } }, r)
-        r = ctx.codeRuntime:run { language = "typescript", program = "const x: number = 1; return x;" }
-        assert.equal("exception", r.error.kind)
-        assert.truthy(r.error.message:find("^TypeScript needs Node.js 22.13 or later %(module.stripTypeScriptTypes%); "
-          .. "this sandbox has Node.js v%d+"), r.error.message)
-        assert(ctx:dispose())
+        helpers.with_context({ LOCAL, { provider, { node = old } } }, function(ctx)
+          local r = ctx.codeRuntime:run { language = "javascript", program = "return [1, 2];" }
+          assert.same({ logs = {}, value = { 1, 2 } }, r)
+          r = ctx.codeRuntime:run { language = "typescript", program = "const x: number = 1; return x;" }
+          assert.equal("exception", r.error.kind)
+          assert.truthy(r.error.message:find("^TypeScript needs Node.js 22.13 or later "
+            .. "%(module.stripTypeScriptTypes%); this sandbox has Node.js v%d+"), r.error.message)
+        end)
       end)
     end)
   else
@@ -63,7 +57,6 @@ describe("code-runtime-local with a Node that cannot strip types", function()
 end)
 
 describe("the supervisor's frame stream", function()
-  local helpers = require "helpers"
   local frame = require "dsh.frame"
   local wire = require "dsh.code_runtime._wire"
   before_each(helpers.snapshot)
@@ -89,10 +82,7 @@ describe("the supervisor's frame stream", function()
 
   it("carries forged frames and child output only as logs; exactly one terminal frame, last", function()
     helpers.run(function()
-      local ctx = context.new()
-      ctx:use(require "dsh.providers.subprocess_local")
-      ctx:use(provider, {})
-      assert(ctx:start())
+      local ctx = helpers.start_context { LOCAL, { provider, {} } }
       local cr = ctx.codeRuntime
       local prep = cr._ready:await()
       local list, err = frames(prep.root, [[

@@ -4,8 +4,6 @@
 -- heap 128, frame 32768, kill grace 500). Each step in TypeScript (as the
 -- reference) and, where it applies, in Lua.
 local async = require "dsh.async"
-local context = require "dsh.context"
-local E = require "helpers.e2b"
 local helpers = require "helpers"
 local loop = require "dsh.loop"
 local node = require "dsh.code_runtime.node"
@@ -31,15 +29,15 @@ end
 
 describe("composition: code runtime (steps 12-16)", function()
   setup(function()
-    E.isolate_state()
+    helpers.isolate_state()
+    helpers.snapshot() -- one context for every step: checked clean once it is disposed
     helpers.run(function()
-      ctx = context.new()
-      ctx:use(require "dsh.providers.e2b", { timeoutMs = 180000, onTimeout = "kill", onDispose = "kill" })
-      ctx:use(require "dsh.providers.fs_e2b")
-      ctx:use(require "dsh.providers.subprocess_e2b")
-      ctx:use(require "dsh.providers.bash", { timeoutMs = 30000 })
-      ctx:use(require "dsh.providers.code_runtime_e2b", CODE)
-      assert(ctx:start())
+      ctx = helpers.start_context {
+        { require "dsh.providers.e2b", { timeoutMs = 180000, onTimeout = "kill", onDispose = "kill" } },
+        require "dsh.providers.fs_e2b", require "dsh.providers.subprocess_e2b",
+        { require "dsh.providers.bash", { timeoutMs = 30000 } },
+        { require "dsh.providers.code_runtime_e2b", CODE },
+      }
     end)
   end)
   teardown(function()
@@ -48,7 +46,8 @@ describe("composition: code runtime (steps 12-16)", function()
       assert(ctx:dispose())
       assert.is_false(require("dsh.sandbox").exists(id))
     end)
-    E.restore_state()
+    helpers.restore_state()
+    helpers.assert_clean()
   end)
 
   if node.dir() then

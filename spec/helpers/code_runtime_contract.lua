@@ -16,6 +16,8 @@ local code_runtime = require "dsh.code_runtime"
 local helpers = require "helpers"
 local loop = require "dsh.loop"
 
+local HERE = debug.getinfo(1, "S").short_src
+
 local function aborted_after(ms, reason)
   local ctl = async.controller()
   local t = loop.timer(function() ctl:abort(reason) end)
@@ -25,6 +27,16 @@ end
 
 return function(name, factory)
   setfenv(1, getfenv(2))
+
+  -- fn, written on one line, raises exactly "<this file>:<that line>: <want>":
+  -- misuse is reported at the caller's line, never inside the library.
+  local function raises_here(want, fn)
+    local info = debug.getinfo(fn, "S")
+    assert(info.linedefined == info.lastlinedefined, "write the call on one line")
+    local ok, err = pcall(fn)
+    assert.is_false(ok, "no error raised: " .. want)
+    assert.equal(HERE .. ":" .. info.linedefined .. ": " .. want, err)
+  end
   local prefix, label = factory.prefix, factory.label
   local LANGS = { "lua" }
   if factory.typescript then LANGS[#LANGS + 1] = "typescript" end
@@ -35,17 +47,23 @@ return function(name, factory)
     while inflight > 0 do async.sleep(10) end
   end
 
+  -- Command lines of the runner processes of env (in the runner's world).
+  local function runner_processes(env)
+    local _, ps = env.sh("ps -eo args=")
+    local out = {}
+    for line in ps:gmatch("[^\n]+") do
+      if line:find(env.tag, 1, true) and line:find("code%-runtime%-") then out[#out + 1] = line end
+    end
+    return out
+  end
+
   local function with_env(cfg, fn)
     helpers.run(function()
       local env = factory.new(cfg or {})
       local ok, err = pcall(fn, env, env.ctx.codeRuntime)
       env.ctx.codeRuntime._ready:await() -- setup's own commands name the runner files too
       -- no runner process is left once a run has reported
-      local _, ps = env.sh("ps -eo args=")
-      local left = {}
-      for line in ps:gmatch("[^\n]+") do
-        if line:find(env.tag, 1, true) and line:find("code%-runtime%-") then left[#left + 1] = line end
-      end
+      local left = runner_processes(env)
       env.dispose()
       quiet()
       if not ok then error(err, 0) end
@@ -263,11 +281,23 @@ return function(name, factory)
             quiet()
             assert.is_true(f:done())
             assert.same({ kind = "abort", message = "runtime disposed" }, f:await().error)
-            assert.has_error(function() cr:run { program = "return 1" } end, prefix .. ": run() after disposal")
+            raises_here(prefix .. ": run() after disposal", function() cr:run { program = "return 1" } end)
           end)
         end)
       end)
     end
+
+    it("sees a live run's processes, so the check that none is left can fail", function()
+      with_env({}, function(env, cr)
+        local look = function()
+          local list = runner_processes(env)
+          return #list == 2 and list[1]:find("code-runtime-supervisor.lua", 1, true) ~= nil
+            and list[2]:find("code-runtime-worker.lua", 1, true) ~= nil
+        end
+        local r = cr:run { program = "return tools.look()", bindings = tools { look = look } }
+        assert.same({ logs = {}, value = true }, r)
+      end)
+    end)
 
     it("bounds the Lua worker's memory (maxMemoryMb)", function()
       with_env({ maxMemoryMb = 32 }, function(_, cr)
@@ -315,8 +345,7 @@ return function(name, factory)
     it("rejects bindings and config as the reference does", function()
       with_env({}, function(_, cr)
         local function rejects(b, msg, lang)
-          assert.has_error(function() cr:run { language = lang, program = "return 1", bindings = b } end,
-            prefix .. ": " .. msg)
+          raises_here(prefix .. ": run: " .. msg, function() cr:run { language = lang, program = "", bindings = b } end)
         end
         local f = { x = function() end }
         for _, lang in ipairs { "lua", "typescript" } do
@@ -344,10 +373,16 @@ return function(name, factory)
         rejects({ { global = "end", functions = f } }, 'binding global "end" is not a usable identifier', "lua")
         rejects({ { global = "print", functions = f } }, 'duplicate binding global "print"', "lua")
         rejects({ { global = "__x__", functions = f } }, 'binding global "__x__" is not a usable identifier', "lua")
+        raises_here(prefix .. ": run: options: expected table, got string", function() cr:run "return 1" end)
+        raises_here(prefix .. ": run: program: expected string, got nil", function() cr:run {} end)
+        raises_here(prefix .. ': run: language must be "lua", "typescript" or "javascript"',
+          function() cr:run { program = "1", language = "py" } end)
+        raises_here(prefix .. ": run: signal must be an abort signal",
+          function() cr:run { program = "1", signal = {} } end)
       end)
       local p = factory.provider
       local function bad(cfg, msg)
-        assert.has_error(function() require("dsh.context").new():use(p, cfg) end, prefix .. ": " .. msg)
+        raises_here(prefix .. ": " .. msg, function() require("dsh.context").new():use(p, cfg) end)
       end
       bad({ computeMs = 0 }, "config.computeMs must be a positive safe integer")
       bad({ computeMs = 1.5 }, "config.computeMs must be a positive safe integer")
@@ -356,6 +391,7 @@ return function(name, factory)
       bad({ maxFrameBytes = 100, maxOutputBytes = 200 }, "config.maxFrameBytes must be at least maxOutputBytes")
       bad({ luaLibraries = { "net" } }, "config.luaLibraries: unknown library net (os, io, debug, ffi, require, load)")
       bad({ bogus = 1 }, "unknown config key bogus")
+      bad({ luajit = "luajit" }, "config.luajit must be an absolute path")
       assert.equal(code_runtime.DEFAULTS.computeMs, 60000)
     end)
 

@@ -2,7 +2,9 @@
 -- program may not be given (reference §2.6 run step 2, §6.8.8), per language.
 --
 -- A failure raises (bindings are the caller's code) with the reference's
--- messages, prefixed by the provider's name.
+-- messages, after the provider's name and the method ("<provider>: run: ...").
+local errors = require "dsh.errors"
+
 local M = {}
 
 local IDENT = "^[A-Za-z_][A-Za-z0-9_]*$"
@@ -50,7 +52,7 @@ end
 --- Checks bindings for language; returns the normalised list
 -- {{global=, functions={name=fn}, names={...}, errorClass=}} and the boot's namespaces.
 function M.check(prefix, lang, bindings)
-  local function fail(msg) error(prefix .. ": " .. msg, 4) end
+  local function fail(msg) errors.misuse(prefix, "run: %s", msg) end
   if bindings == nil then return {}, {} end
   if type(bindings) ~= "table" then fail("bindings must be a list") end
   local reserved = M.RESERVED_GLOBALS[lang]

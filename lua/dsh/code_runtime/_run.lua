@@ -10,7 +10,6 @@
 -- nothing more is written. finish then terminates the group, waits for its
 -- outcome and for the whole group to be gone, and only then reports.
 local async = require "dsh.async"
-local errors = require "dsh.errors"
 local frame = require "dsh.frame"
 local ledger = require "dsh.ledger"
 local loop = require "dsh.loop"
@@ -34,15 +33,6 @@ end
 local function message_of(e)
   if type(e) == "table" and type(e.message) == "string" then return e.message end
   return tostring(e)
-end
-
--- Awaits a subprocess handle's done without raising: outcome | nil, err.
--- (Today a failed start rejects `done`; once issue 8 lands it resolves nil, err.)
-local function await_done(h)
-  h.done:on_settle(function() end)
-  local ok, res, err = pcall(h.done.await, h.done)
-  if not ok then return nil, errors.is(res) and res or errors.new("SUBPROCESS_FAILED", tostring(res)) end
-  return res, err
 end
 
 ---@class dsh.code_runtime.Run
@@ -70,13 +60,29 @@ function M.execute(svc, spec)
       r:settle { kind = "abort", message = reason_text(reason) }
     end)
   end
-  async.run(Run._main, r)
+  r:_task(Run._main)
   return r:wait()
 end
 
 --- The result, once the run's group is gone.
 function Run:wait()
   return self.final:await()
+end
+
+-- Runs fn(self) as a task of the run. A raise in it is a bug (a backend
+-- raised, so the handle's done was rejected): the run's caller gets it, as
+-- dsh.async's rule says, rather than a run that never settles.
+function Run:_task(fn)
+  async.run(fn, self):on_settle(function(t)
+    local ok, e = t:result()
+    if ok or self.final:done() then return end
+    self.settled = true
+    if self.timer then self.timer:close() self.timer = nil end
+    if self.off_abort then self.off_abort() self.off_abort = nil end
+    if self.h then self.h:terminate() end
+    self.svc._live[self] = nil
+    self.final:reject(e)
+  end)
 end
 
 function Run:settle_abort(message)
@@ -91,7 +97,7 @@ function Run:settle(e, value, has_value)
   if self.timer then self.timer:close() self.timer = nil end
   if self.off_abort then self.off_abort() self.off_abort = nil end
   self.gate:resolve()
-  async.run(Run._finish, self)
+  self:_task(Run._finish)
 end
 
 function Run:_fail(kind, message)
@@ -127,7 +133,7 @@ function Run:_main()
   end
   self.decoder = assert(frame.decoder(cfg.maxFrameBytes))
   self.pumping = true
-  async.run(Run._pump, self)
+  self:_task(Run._pump)
   local boot = wire.encode_json {
     type = "boot", language = self.spec.language, code = self.spec.program,
     namespaces = wire.array(self.spec.namespaces), computeMs = cfg.computeMs,
@@ -191,7 +197,7 @@ end
 
 -- stdout ended before a terminal frame.
 function Run:_exited()
-  local _, err = await_done(self.h)
+  local _, err = self.h.done:await()
   if self.settled then return end
   if err then return self:_fail("worker-exit", self.label .. " spawn failed: " .. message_of(err)) end
   local diag = self.h.stderr and self.h.stderr:readFrom(0).text or ""
@@ -306,7 +312,7 @@ function Run:_finish()
   local h = self.h
   if h then
     h:terminate()
-    await_done(h)
+    h.done:await()
     local gone, werr = h:waitForExit()
     if self.pumping then self.pump_done:await() end
     local failure

@@ -24,11 +24,6 @@
 local errors = require "dsh.errors"
 
 local M = {}
-M.codes = {
-  INVALID_ARGUMENT = "INVALID_ARGUMENT",
-  CODE_RUN_FAILED = "CODE_RUN_FAILED",
-  CODE_RUNTIME_UNAVAILABLE = "CODE_RUNTIME_UNAVAILABLE",
-}
 M.EMPTY = "(run_code completed with no output)"
 
 local LANG_TEXT = {
@@ -200,10 +195,10 @@ function M.new(o)
   o = o or {}
   local language = o.language or "lua"
   if not LANG_TEXT[language] then
-    error('dsh.tools.run_code: new: language must be "lua", "typescript" or "javascript"', 2)
+    errors.misuse("dsh.tools.run_code", 'new: language must be "lua", "typescript" or "javascript"')
   end
   if o.bindings ~= nil and type(o.bindings) ~= "table" then
-    error("dsh.tools.run_code: new: bindings must be a list", 2)
+    errors.misuse("dsh.tools.run_code", "new: bindings must be a list")
   end
   return setmetatable({
     name = "run_code", language = language, bindings = o.bindings or {},
@@ -211,7 +206,7 @@ function M.new(o)
   }, Tool)
 end
 
-local function invalid(msg) return nil, errors.new(M.codes.INVALID_ARGUMENT, msg) end
+local function invalid(msg) return nil, errors.new("INVALID_ARGUMENT", msg) end
 
 --- Check a decoded input object: the input, or nil, err (INVALID_ARGUMENT).
 function M.validate(input)
@@ -238,12 +233,12 @@ function Tool:run(ctx, input, opts)
   if not ok then return nil, err end
   local cr = ctx.codeRuntime
   if not cr then
-    return nil, errors.new(M.codes.CODE_RUNTIME_UNAVAILABLE, "run_code: ctx.codeRuntime is not configured")
+    return nil, errors.new("CODE_RUNTIME_UNAVAILABLE", "run_code: ctx.codeRuntime is not configured")
   end
   local r = cr:run { program = input.code, language = self.language, bindings = self.bindings,
     signal = opts and opts.signal }
   if r.error then
-    return nil, errors.new(M.codes.CODE_RUN_FAILED, M.render_failure(r), { kind = r.error.kind, logs = r.logs })
+    return nil, errors.new("CODE_RUN_FAILED", M.render_failure(r), { kind = r.error.kind, logs = r.logs })
   end
   return M.render(r)
 end
