@@ -7,6 +7,8 @@
 -- $DSH_NODE_DIR, else /usr/local/lib/dsh/node for root, else
 -- ~/.local/lib/dsh/node. Local sandboxes see that directory read-only at
 -- M.SANDBOX_DIR (dsh.sandbox.bwrap). Plain path lookups: no FFI.
+local lfs = require "lfs"
+
 local M = {}
 
 M.VERSION = "24.22.3"
@@ -36,6 +38,72 @@ function M.dir()
     if exists(d .. "/bin/node") then return d end
   end
   return nil
+end
+
+-- path with every symbolic link resolved (at most 40), or nil.
+local function resolve(path)
+  local done, todo, links = "", {}, 0
+  for part in path:gmatch("[^/]+") do todo[#todo + 1] = part end
+  local i = 1
+  while i <= #todo do
+    local part = todo[i]
+    i = i + 1
+    if part == ".." then
+      done = done:match("^(.*)/[^/]*$") or ""
+    elseif part ~= "." then
+      local cand = done .. "/" .. part
+      local target = lfs.symlinkattributes(cand, "target")
+      if target then
+        links = links + 1
+        if links > 40 then return nil end
+        if target:sub(1, 1) == "/" then done = "" end
+        local rest = {}
+        for p in target:gmatch("[^/]+") do rest[#rest + 1] = p end
+        for j = i, #todo do rest[#rest + 1] = todo[j] end
+        todo, i = rest, 1
+      else
+        done = cand
+      end
+    end
+  end
+  return done == "" and "/" or done
+end
+
+-- True when any user may search every directory of path and, for its last
+-- part, has the permissions `want` ("r-x": others' bits, as lfs spells them).
+local function open_to_all(path, want)
+  local at = ""
+  for part in path:gmatch("[^/]+") do
+    at = at .. "/" .. part
+    local perm = lfs.attributes(at, "permissions")
+    if not perm then return false end
+    local bits = perm:sub(7, 9)
+    if at == path then
+      for k = 1, 3 do
+        if want:sub(k, k) ~= "-" and bits:sub(k, k) ~= want:sub(k, k) then return false end
+      end
+    elseif bits:sub(3, 3) ~= "x" then
+      return false
+    end
+  end
+  return true
+end
+
+--- The host directory local sandboxes bind at SANDBOX_DIR, or nil.
+-- any_user: the sandbox runs as a host uid of its own (the host is root),
+-- which may use only what every user may. A directory that uid cannot reach
+-- would stop bubblewrap, and so the sandbox, from starting: it is left out,
+-- and TypeScript runs then fail naming the Node they need.
+---@param any_user boolean
+---@return string|nil
+function M.sandbox_source(any_user)
+  local d = M.dir()
+  if not d or not any_user then return d end
+  local real = resolve(d)
+  if not real or not open_to_all(real, "r-x") or not open_to_all(real .. "/bin", "--x") then return nil end
+  local bin = resolve(real .. "/bin/node")
+  if not bin or not open_to_all(bin, "r-x") then return nil end
+  return real
 end
 
 --- The provisioned node binary on this host, or nil.
