@@ -19,6 +19,17 @@ local M = {}
 
 M.TIMEOUT_MS = 30000
 
+-- The pid of a "pid starttime" record while that process exists, also as a
+-- zombie (a recycled pid has another start time).
+local function recorded(record)
+  local pid, start = (record or ""):match("^(%d+) (%d+)")
+  local stat = pid and sys.read_file("/proc/" .. pid .. "/stat")
+  local fields = {}
+  for f in (stat and stat:match("^%d+ %b() (.*)$") or ""):gmatch("%S+") do fields[#fields + 1] = f end
+  if fields[20] and fields[20] == start then return tonumber(pid) end
+  return nil
+end
+
 -- Live pids of the sandbox (first processes by record, so a recycled pid is
 -- never taken for one of them).
 local function members(rt, uid)
@@ -31,7 +42,14 @@ local function members(rt, uid)
     end
   end
   add(sys.live_pid(rt and rt.bwrap))
-  add(sys.live_pid(rt and rt.init))
+  -- The namespace's first process counts until it is reaped, zombie or not:
+  -- the kernel lets it go only after every other process of the namespace
+  -- has been reaped, so "gone" then means no zombie is left either.
+  local init = recorded(rt and rt.init)
+  if init and not seen[init] then
+    seen[init] = true
+    out[#out + 1] = init
+  end
   -- a process cannot leave its cgroups (the sandbox sees no cgroupfs), so
   -- when there are any they hold every process; else the sandbox's own uid
   if rt and rt.cgroups and next(rt.cgroups) then
