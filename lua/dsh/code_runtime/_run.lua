@@ -171,7 +171,7 @@ function Run:_pump()
   while true do
     local chunk, err = h.stdout:read()
     if not chunk then
-      if err and h.pid == -1 then -- the group never started
+      if err and h.pid < 0 then -- the group never started (its pid stays -1)
         self:_fail("worker-exit", self.label .. " spawn failed: " .. message_of(err))
       elseif err then
         self:_fail("worker-exit", self.label .. " stdout failed: " .. message_of(err))
