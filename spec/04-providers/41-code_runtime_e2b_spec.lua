@@ -59,9 +59,10 @@ describe("code-runtime-e2b", function()
   end)
 end)
 
--- A run in a sandbox that runs as its own uid under tight limits: Node's
--- threads fit, a fork bomb and a Node beyond the sandbox's memory end with
--- their run, nothing is left, and the next run works.
+-- A run in a sandbox that runs as its own uid under tight limits
+-- (maxProcesses 64, memoryMb 256): Node's threads fit; a fork bomb, and a
+-- Lua or Node worker beyond the sandbox's memory, end with their run,
+-- nothing is left, and the next run works.
 describe("code-runtime-e2b within a sandbox's limits", function()
   local async = require "dsh.async"
   local sandbox = require "dsh.sandbox"
@@ -104,6 +105,22 @@ describe("code-runtime-e2b within a sandbox's limits", function()
       end)
     end)
   end
+
+  it("bounds a Lua worker by maxMemoryMb, and by the sandbox's memory beyond it", function()
+    local grow = "local t = {} for i = 1, 1e8 do t[i] = { i } end return #t"
+    with_limited({ maxMemoryMb = 64 }, function(ctx)
+      local r = ctx.codeRuntime:run { program = grow }
+      assert.equal("exception", r.error.kind)
+      assert.truthy(r.error.message:find("not enough memory", 1, true), r.error.message)
+    end)
+    with_limited({ maxMemoryMb = 4096 }, function(ctx)
+      local r = ctx.codeRuntime:run { program = grow }
+      assert.same({ kind = "worker-exit", message = "remote worker was killed by signal 9 before completing" },
+        r.error)
+      assert.same({ logs = {}, value = 2 }, ctx.codeRuntime:run { program = "return 2" })
+      assert.is_nil(ps(ctx):find("code-runtime-", 1, true))
+    end)
+  end)
 
   it("ends a fork bomb with its run: nothing is left and the next run works", function()
     local E = require "helpers.e2b"
