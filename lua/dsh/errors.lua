@@ -128,8 +128,13 @@ M.CATALOGUE = {
     LSP_SERVER_FAILED = "the server's transport failed (exit, malformed stream, no answer to a cancel)",
     LSP_REQUEST_FAILED = "the server answered with a JSON-RPC error (err.rpcCode)",
   },
-  -- ctx.codeRuntime (reserved: the code-runtime seam and its providers add their codes here).
+  -- ctx.codeRuntime (dsh.code_runtime; code_runtime_local, code_runtime_e2b) and the run_code
+  -- tool. A program's own failures are results ({error = {kind, message}}), not errors.
   code_runtime = {
+    CODE_RUNTIME_SETUP = "the runner could not be provisioned (a runner file, the upload, LuaJIT not found)",
+    CODE_RUNTIME_DISPOSED = "the runtime was disposed while its setup ran",
+    CODE_RUNTIME_UNAVAILABLE = "run_code: the context has no ctx.codeRuntime",
+    CODE_RUN_FAILED = "run_code: the run ended with an error result (err.kind, err.logs)",
   },
   -- Host system calls (dsh.sysutil): err.errno and the function named in the message.
   sys = {

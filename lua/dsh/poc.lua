@@ -159,7 +159,7 @@ end
 
 -- Steps of other parts (dsh.poc.<part>), run on the same composed context
 -- after the steps above and before the last one (disposal).
-M.PARTS = { "dsh.poc.pty", "dsh.poc.lsp" }
+M.PARTS = { "dsh.poc.pty", "dsh.poc.lsp", "dsh.poc.code_runtime" }
 
 local function run(opts)
   local state = { cloud = opts.cloud }

@@ -31,6 +31,7 @@ describe("dsh poc", function()
       local ok = 0
       for _ in out:gmatch("%[%d+/" .. total .. "%] [^\n]- ok +[%d.]+ ms\n") do ok = ok + 1 end
       assert.equal(total, ok, out)
+      assert.matches("Code Mode, TypeScript: [^\n]- ok", out)
       assert.matches('bash printed "written%-by%-fs\\n"', out)
       assert.matches('tail "6789" %(lossy%)', out)
       local id = out:match("sandbox (%w+), cwd /home/user/workspace")

@@ -1,0 +1,247 @@
+--- dsh.tools.run_code: the model-facing Code Mode tool over ctx.codeRuntime
+-- (reference §5 "run_code").
+--
+--   local tool = require("dsh.tools.run_code").new {
+--     language = "lua",                       -- or "typescript" / "javascript"
+--     bindings = { { global = "tools", functions = {
+--       readFile = { fn = read_file, doc = "Read a text file.",
+--                    params = { { name = "path", type = "string" } }, returns = "string" } },
+--       errorClass = { name = "ToolCallError", memberNameProperty = "toolName" } } },
+--   }
+--   tool.name, tool.description, tool.parameters   -- what the model is shown
+--   local text, err = tool:run(ctx, { code = "...", description = "..." }, { signal = s })
+--
+-- The description is generated from the bindings: their names, parameters,
+-- results and docs, written in the program's language (a TypeScript
+-- declaration of each namespace, or Lua signatures), as Code Mode systems
+-- present an API to the model. The parameters schema is valid for OpenAI's
+-- strict mode and for Anthropic (every property required, no additional ones).
+-- A result renders as the logs, then the value (strings as they are, anything
+-- else as indented JSON), or `(run_code completed with no output)`; it is
+-- already within the runtime's output ledger. A failed run is nil, err with
+-- err.code CODE_RUN_FAILED and the message `code run failed (<kind>):
+-- <message>` plus the captured logs.
+local errors = require "dsh.errors"
+
+local M = {}
+M.EMPTY = "(run_code completed with no output)"
+
+local LANG_TEXT = {
+  lua = "the body of a Lua function (a chunk): bindings are plain functions that return their result "
+    .. "(a failure raises an error value); `return` the result; print() output is captured",
+  typescript = "the body of an async TypeScript function: bindings are async functions (await them); "
+    .. "`return` the result; console.log() output is captured",
+  javascript = "the body of an async JavaScript function: bindings are async functions (await them); "
+    .. "`return` the result; console.log() output is captured",
+}
+
+-- Type names as each language writes them.
+local TS_TYPE = { integer = "number", array = "unknown[]", object = "Record<string, unknown>", any = "unknown" }
+
+local function sorted_names(fns)
+  local names = {}
+  for name in pairs(fns) do names[#names + 1] = name end
+  table.sort(names)
+  return names
+end
+
+local function meta(f)
+  if type(f) == "table" then return f end
+  return {}
+end
+
+local function ts_namespace(b)
+  local lines = { "declare const " .. b.global .. ": {" }
+  for _, name in ipairs(sorted_names(b.functions)) do
+    local m = meta(b.functions[name])
+    if m.doc then lines[#lines + 1] = "  /** " .. m.doc:gsub("%*/", "* /"):gsub("\n", "\n   * ") .. " */" end
+    local params = {}
+    for _, p in ipairs(m.params or {}) do
+      params[#params + 1] = p.name .. (p.optional and "?" or "") .. ": " .. (TS_TYPE[p.type] or p.type or "unknown")
+    end
+    lines[#lines + 1] = string.format("  %s(%s): Promise<%s>;", name, table.concat(params, ", "),
+      TS_TYPE[m.returns] or m.returns or "unknown")
+  end
+  lines[#lines + 1] = "};"
+  if b.errorClass then
+    lines[#lines + 1] = string.format("declare class %s extends Error { %s: string }", b.errorClass.name,
+      b.errorClass.memberNameProperty)
+  end
+  return table.concat(lines, "\n")
+end
+
+local function lua_namespace(b)
+  local lines = {}
+  for _, name in ipairs(sorted_names(b.functions)) do
+    local m = meta(b.functions[name])
+    local params = {}
+    for _, p in ipairs(m.params or {}) do
+      params[#params + 1] = p.name .. (p.optional and "?" or "") .. ": " .. (p.type or "any")
+    end
+    lines[#lines + 1] = string.format("%s.%s(%s) -> %s", b.global, name, table.concat(params, ", "),
+      m.returns or "any")
+    if m.doc then lines[#lines + 1] = "  -- " .. m.doc:gsub("\n", "\n  -- ") end
+  end
+  if b.errorClass then
+    lines[#lines + 1] = string.format("-- failures raise a %s table {message=, %s=<function name>}; "
+      .. "test with getmetatable(e) == %s", b.errorClass.name, b.errorClass.memberNameProperty, b.errorClass.name)
+  end
+  return table.concat(lines, "\n")
+end
+
+--- The model-facing description for bindings in language.
+function M.describe(language, bindings)
+  local parts = {
+    "Run a short program in a fresh, sandboxed " .. (language == "lua" and "Lua" or
+      (language == "typescript" and "TypeScript" or "JavaScript")) .. " runtime instead of making many tool calls. "
+      .. "`code` is " .. LANG_TEXT[language] .. ". Values passed to and returned from bindings, and the "
+      .. "program's result, must be JSON" .. (language == "lua"
+        and " (tables with keys 1..n are arrays, json.array(t) marks an empty one, json.null is null)" or "")
+      .. ". The run has CPU, wall-clock, memory and output limits.",
+    "",
+    "Available bindings:",
+    language == "lua" and "```lua" or "```ts",
+  }
+  for _, b in ipairs(bindings or {}) do
+    parts[#parts + 1] = language == "lua" and lua_namespace(b) or ts_namespace(b)
+  end
+  parts[#parts + 1] = "```"
+  return table.concat(parts, "\n")
+end
+
+M.parameters = {
+  type = "object",
+  properties = {
+    code = { type = "string", description = "The program to run (see the tool description)." },
+    description = { type = "string", description = "What the program does, in 5-10 words (a UI label)." },
+  },
+  required = { "code", "description" },
+  additionalProperties = false,
+}
+
+-- Rendering -------------------------------------------------------------------------
+
+--- Indented JSON of a value that came through the runtime (iterative, any depth).
+function M.pretty(v)
+  local wire = require "dsh.code_runtime._wire"
+  local out = {}
+  local stack = { { v = v, indent = "" } }
+  while #stack > 0 do
+    local item = table.remove(stack)
+    if item.text then
+      out[#out + 1] = item.text
+    else
+      local x, ind = item.v, item.indent
+      if type(x) ~= "table" or x == wire.null then
+        out[#out + 1] = wire.encode_json(x)
+      else
+        local is_array = getmetatable(x) == wire.array_mt or x[1] ~= nil
+        local inner = ind .. "  "
+        local entries = {}
+        if is_array then
+          for i = 1, #x do entries[i] = { v = x[i] } end
+        else
+          for _, k in ipairs(sorted_names(x)) do entries[#entries + 1] = { k = k, v = x[k] } end
+        end
+        if #entries == 0 then
+          out[#out + 1] = is_array and "[]" or "{}"
+        else
+          out[#out + 1] = is_array and "[\n" or "{\n"
+          stack[#stack + 1] = { text = "\n" .. ind .. (is_array and "]" or "}") }
+          for i = #entries, 1, -1 do
+            local e = entries[i]
+            if i < #entries then stack[#stack + 1] = { text = ",\n" } end
+            stack[#stack + 1] = { v = e.v, indent = inner }
+            stack[#stack + 1] = { text = inner .. (e.k and (wire.quote(e.k) .. ": ") or "") }
+          end
+        end
+      end
+    end
+  end
+  return table.concat(out)
+end
+
+--- The text a result renders to (a successful run).
+function M.render(result)
+  local parts = {}
+  for _, l in ipairs(result.logs or {}) do parts[#parts + 1] = l end
+  if result.value ~= nil then
+    parts[#parts + 1] = type(result.value) == "string" and result.value or M.pretty(result.value)
+  end
+  if #parts == 0 then return M.EMPTY end
+  return table.concat(parts, "\n")
+end
+
+--- The message of a failed run.
+function M.render_failure(result)
+  local text = string.format("code run failed (%s): %s", result.error.kind, result.error.message)
+  if result.logs and #result.logs > 0 then text = text .. "\nCaptured output:\n" .. table.concat(result.logs, "\n") end
+  return text
+end
+
+-- The tool ----------------------------------------------------------------------------
+
+local Tool = {}
+Tool.__index = Tool
+Tool.__tostring = function(t) return "dsh.tools.run_code(" .. t.language .. ")" end
+
+---@class dsh.tools.RunCodeOpts
+---@field language "lua"|"typescript"|"javascript"|nil  default "lua"
+---@field bindings dsh.code_runtime.Binding[]|nil
+
+--- A run_code tool for these bindings.
+---@param o dsh.tools.RunCodeOpts|nil
+function M.new(o)
+  o = o or {}
+  local language = o.language or "lua"
+  if not LANG_TEXT[language] then
+    errors.misuse("dsh.tools.run_code", 'new: language must be "lua", "typescript" or "javascript"')
+  end
+  if o.bindings ~= nil and type(o.bindings) ~= "table" then
+    errors.misuse("dsh.tools.run_code", "new: bindings must be a list")
+  end
+  return setmetatable({
+    name = "run_code", language = language, bindings = o.bindings or {},
+    description = M.describe(language, o.bindings or {}), parameters = M.parameters,
+  }, Tool)
+end
+
+local function invalid(msg) return nil, errors.new("INVALID_ARGUMENT", msg) end
+
+--- Check a decoded input object: the input, or nil, err (INVALID_ARGUMENT).
+function M.validate(input)
+  if type(input) ~= "table" then return invalid("run_code: input must be an object") end
+  for k in pairs(input) do
+    if not M.parameters.properties[k] then return invalid("run_code: unknown parameter " .. tostring(k)) end
+  end
+  if type(input.code) ~= "string" or input.code:match("^%s*$") then
+    return invalid("run_code: code must be a non-empty string")
+  end
+  if type(input.description) ~= "string" or input.description:match("^%s*$") then
+    return invalid("run_code: description must be a non-empty string")
+  end
+  return input
+end
+
+--- Run the tool: the rendered text, or nil, err.
+---@param ctx table a context with ctx.codeRuntime
+---@param input {code:string, description:string}
+---@param opts {signal: dsh.AbortSignal|nil}|nil
+---@return string|nil, dsh.Error|nil
+function Tool:run(ctx, input, opts)
+  local ok, err = M.validate(input)
+  if not ok then return nil, err end
+  local cr = ctx.codeRuntime
+  if not cr then
+    return nil, errors.new("CODE_RUNTIME_UNAVAILABLE", "run_code: ctx.codeRuntime is not configured")
+  end
+  local r = cr:run { program = input.code, language = self.language, bindings = self.bindings,
+    signal = opts and opts.signal }
+  if r.error then
+    return nil, errors.new("CODE_RUN_FAILED", M.render_failure(r), { kind = r.error.kind, logs = r.logs })
+  end
+  return M.render(r)
+end
+
+M.Tool = Tool
+return M
