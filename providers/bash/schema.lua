@@ -2,6 +2,7 @@
 -- Raises on bad config; returns the normalised config.
 local errors = require "dsh.errors"
 local bash = require "dsh.bash"
+local schema = require "dsh.schema"
 
 local M = {}
 
@@ -9,7 +10,7 @@ local function fail(msg)
   errors.misuse("bash", "%s", msg)
 end
 
-local KNOWN = { timeoutMs = true, maxOutputBytes = true, maxSpillBytes = true, graceMs = true, cwd = true }
+M.KEYS = { "timeoutMs", "maxOutputBytes", "maxSpillBytes", "graceMs", "cwd" }
 
 local function int(cfg, key, default, lo, hi)
   local v = cfg[key]
@@ -21,10 +22,7 @@ local function int(cfg, key, default, lo, hi)
 end
 
 function M.validate(cfg)
-  if type(cfg) ~= "table" then fail("config must be a table") end
-  for k in pairs(cfg) do
-    if not KNOWN[k] then fail("unknown config key " .. tostring(k)) end
-  end
+  schema.keys("bash", cfg, M.KEYS)
   if cfg.cwd ~= nil and (type(cfg.cwd) ~= "string" or cfg.cwd:sub(1, 1) ~= "/") then
     fail("cwd must be an absolute path")
   end

@@ -14,6 +14,7 @@ function M.create(cfg)
   local sb, err = sandbox.create {
     timeoutMs = cfg.timeoutMs, onTimeout = cfg.onTimeout, network = cfg.network,
     envs = cfg.envs, metadata = cfg.metadata,
+    maxProcesses = cfg.maxProcesses, memoryMb = cfg.memoryMb, cpus = cfg.cpus,
   }
   if not sb then return nil, err end
   return wrap(sb)

@@ -14,21 +14,18 @@
 local async = require "dsh.async"
 local errors = require "dsh.errors"
 local fs = require "dsh.fs"
+local schema = require "dsh.providers.fs_e2b.schema"
 
 local M = {
   name = "fs-e2b",
   provides = "fs",
   inject = { "e2b" },
+  validate = schema.validate,
 }
 
 -- GNU realpath -m never finishes on a symlink cycle whose remaining path
 -- grows each round (u -> d/up, d/up -> ../u/z); the daemon kills it after this.
 M.REALPATH_TIMEOUT_MS = 10000
-
-function M.validate(cfg)
-  if type(cfg) ~= "table" or next(cfg) ~= nil then errors.misuse("fs-e2b", "takes no config") end
-  return {}
-end
 
 local Backend = {}
 Backend.__index = Backend

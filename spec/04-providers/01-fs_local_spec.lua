@@ -45,7 +45,8 @@ describe("fs-local", function()
     local p = require "dsh.providers.fs_local"
     assert.has_error(function() context.new():use(p, { root = 1 }) end,
       "fs-local: root must be a non-empty path string")
-    assert.has_error(function() context.new():use(p, { cwd = "/" }) end, "fs-local: unknown config key cwd")
+    assert.has_error(function() context.new():use(p, { cwd = "/" }) end,
+      'fs-local: unknown config key "cwd" (known keys: root)')
     local ctx = context.new():use(p)
     assert(ctx:start())
     assert.equal(require("lfs").currentdir(), ctx.fs.cwd)

@@ -60,7 +60,8 @@ describe("fs-e2b", function()
 
   it("takes no config and injects ctx.e2b", function()
     local p = require "dsh.providers.fs_e2b"
-    assert.has_error(function() context.new():use(p, { cwd = "/" }) end, "fs-e2b: takes no config")
+    assert.has_error(function() context.new():use(p, { cwd = "/" }) end,
+      'fs-e2b: unknown config key "cwd" (it takes no config)')
     assert.same({ "e2b" }, p.inject)
     assert.equal("fs", p.provides)
   end)

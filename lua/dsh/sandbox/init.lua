@@ -30,6 +30,10 @@ local uids = require "dsh.sandbox.uids"
 local M = {}
 
 M.DEFAULT_TIMEOUT_MS = 300000
+-- The one default of every layer (ctx.e2b, this module, `dsh sandbox create`):
+-- the reference's. E2B's SDK defaults to "kill"; a paused sandbox loses only
+-- its processes, and ctx.e2b resumes it on the next call.
+M.DEFAULT_ON_TIMEOUT = "pause"
 M.READY_TIMEOUT_MS = 20000
 M.STOP_TIMEOUT_MS = 30000
 
@@ -211,7 +215,7 @@ end
 
 ---@class dsh.SandboxCreateOpts
 ---@field timeoutMs number|nil    idle time after which the sandbox pauses or is killed (default 300000)
----@field onTimeout string|nil    "pause" or "kill" (default "kill", as E2B)
+---@field onTimeout string|nil    "pause" (default) or "kill"
 ---@field network boolean|nil     true (default): outbound access through slirp4netns, never the
 ---                               host's loopback; false: no network at all (loopback only)
 ---@field envs table|nil          environment variables for every process in the sandbox
@@ -230,7 +234,7 @@ function M.create(opts)
   if type(timeout) ~= "number" or timeout <= 0 or timeout ~= timeout or timeout == math.huge then
     error(MOD .. ": create: timeoutMs must be a positive finite number", 2)
   end
-  local on_timeout = opts.onTimeout or "kill"
+  local on_timeout = opts.onTimeout or M.DEFAULT_ON_TIMEOUT
   if on_timeout ~= "pause" and on_timeout ~= "kill" then
     error(MOD .. ": create: onTimeout must be \"pause\" or \"kill\"", 2)
   end
