@@ -67,6 +67,8 @@ M.CATALOGUE = {
     FS_NOT_OBSERVED = "createIfAbsent, but the file exists",
     FS_EDIT_NOT_FOUND = "oldString is empty or not in the file",
     FS_AMBIGUOUS_EDIT = "oldString matches more than once and replaceAll is not set",
+    FS_ALREADY_EXISTS = "move's target exists (and overwrite is not set, or it is of another kind)",
+    FS_DIRECTORY_NOT_EMPTY = "remove without recursive, or a move onto, a directory that has entries",
   },
   -- ctx.subprocess (dsh.subprocess; subprocess_local, subprocess_e2b).
   subprocess = {

@@ -3,9 +3,10 @@
 -- Everything the model-facing tools rely on lives in this seam: path
 -- resolution and versions (dsh.fs._paths), reads and text detection
 -- (dsh.fs._read, dsh.fs._text), guarded writes and edits with their atomic
--- commit and per-file serialisation (dsh.fs._mutate), abort checks and the
--- failure words (dsh.fs._errors). This file is the public surface: the class,
--- its methods and the backend contract. A backend (providers/fs_local,
+-- commit and per-file serialisation (dsh.fs._mutate), directories (makeDir,
+-- remove, move: dsh.fs._tree), abort checks and the failure words
+-- (dsh.fs._errors). This file is the public surface: the class, its methods
+-- and the backend contract. A backend (providers/fs_local,
 -- providers/fs_e2b) only moves bytes and metadata; see dsh.FsBackend below.
 --
 -- Paths: displayPath is the POSIX resolution of the argument against opts.cwd
@@ -13,11 +14,19 @@
 -- it (symlinks resolved, need not exist). Versions are digests of a file's
 -- metadata (never its content), so any external change alters them.
 -- Failures return nil, err with the reference's FS_* codes; misuse raises.
+--
+-- Boundaries: paths are not confined. A write may leave cwd (`../x`, an
+-- absolute path, a symlink pointing out) but never the world of the backend:
+-- with fs-e2b that is the sandbox, whose system directories are read-only.
+-- A host that keeps a model inside a workspace checks each path first with
+-- fs:contains(workspace, path), which resolves `..` and symlinks as a write
+-- would.
 local errors = require "dsh.errors"
 local fe = require "dsh.fs._errors"
 local mutate = require "dsh.fs._mutate"
 local paths = require "dsh.fs._paths"
 local read = require "dsh.fs._read"
+local tree = require "dsh.fs._tree"
 
 local M = {}
 local MOD = "dsh.fs"
@@ -51,8 +60,12 @@ M.BACKEND_CODES = fe.BACKEND_CODES
 ---@field open fun(self, key:string, opts:table):table|nil, dsh.Error?  reader: read(), close()
 ---@field writeTemp fun(self, path:string, data:string, tag:string, opts:table):true|nil, dsh.Error?
 ---@field chmod fun(self, path:string, mode:integer, opts:table):true|nil, dsh.Error?
----@field rename fun(self, from:string, to:string, opts:table):dsh.FsInfo|nil, dsh.Error?  `to` afterwards
----@field remove fun(self, path:string, opts:table):true|nil, dsh.Error?
+---@field rename fun(self, from:string, to:string, opts:table):dsh.FsInfo|nil, dsh.Error?  `to` afterwards;
+---                                      makes to's missing parents; replaces a file or an empty directory
+---@field remove fun(self, path:string, opts:table):true|nil, dsh.Error?  a file or symlink itself
+---@field mkdir fun(self, key:string, opts:table):true|nil, dsh.Error?  with missing parents; a directory is fine
+---@field rmdir fun(self, key:string, opts:table):true|nil, dsh.Error?  an empty directory (else FS_DIRECTORY_NOT_EMPTY)
+---@field removeTree fun(self, key:string, opts:table):true|nil, dsh.Error?  a directory and all below, links unfollowed
 ---@field locate fun(self, display:string, opts:table):string|nil, dsh.FsInfo|false|dsh.Error  optional
 ---@field children fun(self, key:string, opts:table):table[]|nil, dsh.Error?  optional: {name, key, info}
 
@@ -181,6 +194,33 @@ function FS:editText(path, edit, opts)
   return mutate.edit_text(self, path, edit, opts)
 end
 
+--- Make a directory and its missing parents: {created=}; an existing
+-- directory is success (created = false), anything else there is FS_NOT_DIRECTORY.
+---@param opts dsh.FsOpts|nil
+---@return dsh.FsMakeDirResult|nil, dsh.Error?
+function FS:makeDir(path, opts)
+  return tree.make_dir(self, path, fe.check_opts("makeDir", opts))
+end
+
+--- Remove what path names (a symlink itself, not its target): true. A
+-- directory with entries needs opts.recursive, else FS_DIRECTORY_NOT_EMPTY;
+-- nothing there is FS_NOT_FOUND.
+---@param opts {recursive: boolean|nil, cwd: string|nil, signal: dsh.AbortSignal|nil}|nil
+---@return true|nil, dsh.Error?
+function FS:remove(path, opts)
+  return tree.remove(self, path, fe.check_opts("remove", opts))
+end
+
+--- Rename from to `to` (making to's missing parents): {type=, version=}. An
+-- existing `to` is FS_ALREADY_EXISTS unless opts.overwrite, which replaces a
+-- file by a file (or anything not a directory) and an empty directory by a
+-- directory.
+---@param opts {overwrite: boolean|nil, cwd: string|nil, signal: dsh.AbortSignal|nil}|nil
+---@return dsh.FsMoveResult|nil, dsh.Error?
+function FS:move(from, to, opts)
+  return tree.move(self, from, to, fe.check_opts("move", opts))
+end
+
 --- A filesystem over backend b.
 ---@param b dsh.FsBackend
 ---@return dsh.Fs
@@ -189,7 +229,8 @@ function M.new(b)
   errors.check(MOD, "new: backend.prefix", b.prefix, "string")
   errors.check(MOD, "new: backend.cwd", b.cwd, "string")
   if b.cwd:sub(1, 1) ~= "/" then errors.misuse(MOD, "new: backend.cwd must be absolute: %s", b.cwd) end
-  for _, m in ipairs { "realpath", "lstat", "stat", "open", "writeTemp", "chmod", "rename", "remove" } do
+  for _, m in ipairs { "realpath", "lstat", "stat", "open", "writeTemp", "chmod", "rename", "remove", "mkdir",
+    "rmdir", "removeTree" } do
     errors.check(MOD, "new: backend." .. m, b[m], "function")
   end
   if not b.children then errors.check(MOD, "new: backend.names", b.names, "function") end

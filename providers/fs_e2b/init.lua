@@ -44,7 +44,8 @@ local function fs_error(err)
   if not code then
     local low = msg:lower()
     local denied = low:find("permission denied", 1, true) or low:find("operation not permitted", 1, true)
-    code = denied and "FS_PERMISSION_DENIED" or "FS_IO_ERROR"
+    code = denied and "FS_PERMISSION_DENIED" or low:find("directory not empty", 1, true) and "FS_DIRECTORY_NOT_EMPTY"
+      or "FS_IO_ERROR"
   end
   return errors.new(code, msg, { cause = err })
 end
@@ -244,6 +245,25 @@ function Backend:remove(path, opts)
   if not envd then return nil, err end
   local ok, rerr = envd:remove(path, copts(opts))
   if not ok then return nil, fs_error(rerr) end
+  return true
+end
+
+-- envd's Remove removes a directory with everything in it (links unfollowed).
+Backend.removeTree = Backend.remove
+
+-- envd has no rmdir: the sandbox's own, so a directory that is not empty stays.
+function Backend:rmdir(key, opts)
+  local ok, err = self:_run({ "rmdir", "--", key }, opts)
+  if not ok then return nil, err end
+  return true
+end
+
+-- MakeDir makes the missing parents too; a directory already there is fine.
+function Backend:mkdir(key, opts)
+  local envd, err = self:_envd()
+  if not envd then return nil, err end
+  local e, merr = envd:make_dir(key, copts(opts))
+  if not e and merr.code ~= "already_exists" then return nil, fs_error(merr) end
   return true
 end
 

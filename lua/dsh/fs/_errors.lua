@@ -21,6 +21,7 @@ M.BACKEND_CODES = {
   FS_NOT_FOUND = "nothing is there",
   FS_PERMISSION_DENIED = "the backend's world refused",
   FS_ABORTED = "the call was aborted (its signal fired)",
+  FS_DIRECTORY_NOT_EMPTY = "rmdir, or a rename onto a directory, met a directory with entries",
   FS_IO_ERROR = "any other failure",
 }
 
@@ -44,9 +45,12 @@ function M.not_directory(display)
   return errors.new("FS_NOT_DIRECTORY", string.format('"%s" is not a directory', display))
 end
 
+--- FS_STALE_VERSION: the file changed since it was read; gone: it no longer
+-- exists ("missing": it does not exist, and no version was given).
 function M.stale(display, gone)
-  return errors.new("FS_STALE_VERSION", gone and string.format('"%s" no longer exists', display)
-    or string.format('"%s" has changed since it was read', display))
+  local msg = gone == "missing" and '"%s" does not exist' or gone and '"%s" no longer exists'
+    or '"%s" has changed since it was read'
+  return errors.new("FS_STALE_VERSION", string.format(msg, display))
 end
 
 --- The seam's error for a failed backend call of operation op on display.
