@@ -83,6 +83,7 @@ M.CATALOGUE = {
   -- ctx.bash and the bash tool.
   bash = {
     BASH_UNAVAILABLE = "the context has no ctx.bash",
+    BASH_UNKNOWN_PROCESS = "no background process of ctx.bash has this id (or it ended long ago and was let go)",
   },
   -- ctx.e2b (providers/e2b).
   e2b = {

@@ -14,6 +14,7 @@ local PROVIDERS = {
   { "dsh.providers.fs_local", "fs-local", { rot = "/tmp" }, "root" },
   { "dsh.providers.subprocess_e2b", "subprocess-e2b", { reconnectMS = 10 }, "reconnectMs" },
   { "dsh.providers.subprocess_local", "subprocess-local", { spilldir = "/tmp" }, "spillDir" },
+  { "dsh.providers.bash", "bash", { maxTimeout = 1000 }, "maxTimeoutMs" },
   { "dsh.providers.bash", "bash", { timeout = 1000 }, "timeoutMs" },
 }
 
