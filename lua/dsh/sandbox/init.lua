@@ -332,8 +332,11 @@ local function stop(id)
       sys.kill(pid, 9) -- bubblewrap runs with --die-with-parent: the sandbox goes with it
       while sys.live_pid(record) do async.sleep(2) end
     end
-    os.remove(state.dir(id) .. "/supervisor.pid")
+    -- a connect may have started the sandbox again meanwhile (a context
+    -- resuming it): its supervisor's record and what it runs are its own
+    if state.supervisor_record(id) == record then os.remove(state.dir(id) .. "/supervisor.pid") end
   end
+  if state.supervisor_pid(id) then return true end
   return reap_leftovers(id, state.read_meta(id))
 end
 
@@ -353,6 +356,7 @@ function M.kill(id)
   local meta = state.read_meta(id)
   local sok, serr = stop(id)
   if not sok then return nil, serr end
+  state.write_gone(id, "killed")
   local ok, err = sys.rm_rf(state.dir(id))
   if not ok then return nil, errors.new("internal", "cannot delete sandbox " .. id .. ": " .. tostring(err)) end
   if meta and meta.uid then uids.release(meta.uid, state.dir(id)) end
@@ -378,6 +382,28 @@ end
 
 function M.exists(id)
   return state.exists(id)
+end
+
+---@class dsh.SandboxStatus
+---@field state "running"|"paused"|"gone"|"unknown"
+---@field reason string|nil  why it paused or went ("paused by its idle timeout (300000 ms)", "killed", ...)
+---@field at string|nil      when (ISO 8601, UTC)
+
+--- Where a sandbox stands, from the host's records alone (no request): a
+-- paused one says why and when it last stopped; a deleted one, why and when
+-- it went (for a week after; "unknown" when there is no record at all).
+---@param id string
+---@return dsh.SandboxStatus
+function M.status(id)
+  errors.check(MOD, "status: id", id, "string")
+  if state.exists(id) then
+    if state.supervisor_pid(id) then return { state = "running" } end
+    local stopped = state.read_stopped(id) or {}
+    return { state = "paused", reason = stopped.reason, at = stopped.at }
+  end
+  local gone = state.read_gone(id)
+  if gone then return { state = "gone", reason = gone.reason, at = gone.at } end
+  return { state = "unknown" }
 end
 
 function Sandbox:pause()
