@@ -87,7 +87,8 @@ M.CATALOGUE = {
   },
   -- ctx.e2b (providers/e2b).
   e2b = {
-    E2B_DISPOSING = "the sandbox service is disposing",
+    E2B_DISPOSING = "(no longer made: a disposed ctx.e2b says DISPOSED; kept for providers that test for it)",
+    SANDBOX_GONE = "the sandbox no longer exists (killed, or killed by its timeout); the message says why and when",
     E2B_EXECUTABLE = "resolveExecutable found no single absolute path in the sandbox",
     E2B_SETUP = "the sandbox's working directories could not be prepared",
   },

@@ -37,6 +37,8 @@ M.normalize = paths.normalize
 M.uuid = paths.uuid
 --- The failure codes a backend may return (code -> meaning); see dsh.fs._errors.
 M.BACKEND_CODES = fe.BACKEND_CODES
+--- Codes from below a backend that reach the caller as they are (SANDBOX_GONE, DISPOSED).
+M.PASSED_CODES = fe.PASSED_CODES
 
 ---@class dsh.FsInfo                 what a backend reports about one path
 ---@field type "file"|"directory"|"symlink"|"other"
@@ -79,7 +81,13 @@ M.BACKEND_CODES = fe.BACKEND_CODES
 ---@field cwd string    the directory relative paths resolve against by default
 local FS = {}
 FS.__index = FS
-FS.__tostring = function(f) return "dsh.fs(" .. f.kind .. ", cwd " .. f.cwd .. ")" end
+FS.__tostring = function(f)
+  return "dsh.fs(" .. f.kind .. ", cwd " .. f.cwd .. (f._disposed and ", disposed" or "") .. ")"
+end
+
+local function disposed(method)
+  return errors.new("DISPOSED", MOD .. ": " .. method .. ": ctx.fs is disposed")
+end
 
 -- Paths -----------------------------------------------------------------------
 
@@ -88,6 +96,7 @@ FS.__tostring = function(f) return "dsh.fs(" .. f.kind .. ", cwd " .. f.cwd .. "
 ---@param opts dsh.FsOpts|nil
 ---@return {displayPath:string, targetKey:string}|nil, dsh.Error?
 function FS:resolve(path, opts)
+  if self._disposed then return nil, disposed("resolve") end
   opts = fe.check_opts("resolve", opts)
   local display, key = paths.resolve(self, "resolve", "resolve", path, opts)
   if not display then return nil, key end
@@ -97,6 +106,7 @@ end
 --- The path a process in the same world sees for path (its displayPath).
 ---@return string|nil, dsh.Error?
 function FS:processPath(path, opts)
+  if self._disposed then return nil, disposed("processPath") end
   opts = fe.check_opts("processPath", opts)
   return paths.display(self, "processPath", path, opts)
 end
@@ -104,6 +114,7 @@ end
 --- file:// URL of path's displayPath, each segment percent-encoded (RFC 3986).
 ---@return string|nil, dsh.Error?
 function FS:fileUrl(path, opts)
+  if self._disposed then return nil, disposed("fileUrl") end
   opts = fe.check_opts("fileUrl", opts)
   local display, err = paths.display(self, "fileUrl", path, opts)
   if not display then return nil, err end
@@ -113,6 +124,7 @@ end
 --- True when path, after resolution (`..` and symlinks), is root or inside it.
 ---@return boolean|nil, dsh.Error?
 function FS:contains(root, path, opts)
+  if self._disposed then return nil, disposed("contains") end
   opts = fe.check_opts("contains", opts)
   return paths.contains(self, root, path, opts)
 end
@@ -127,12 +139,14 @@ end
 --- Metadata of what path points to; nil (no error) when nothing is there.
 ---@return dsh.FsStat|nil, dsh.Error?
 function FS:stat(path, opts)
+  if self._disposed then return nil, disposed("stat") end
   return read.stat(self, path, fe.check_opts("stat", opts))
 end
 
 --- Metadata of path itself (a symlink is "symlink"); nil when missing.
 ---@return dsh.FsStat|nil, dsh.Error?
 function FS:lstat(path, opts)
+  if self._disposed then return nil, disposed("lstat") end
   return read.lstat(self, path, fe.check_opts("lstat", opts))
 end
 
@@ -146,6 +160,7 @@ end
 --- Direct children of a directory, sorted by name in byte order.
 ---@return dsh.FsDirEntry[]|nil, dsh.Error?
 function FS:listDir(path, opts)
+  if self._disposed then return nil, disposed("listDir") end
   return read.list_dir(self, path, fe.check_opts("listDir", opts))
 end
 
@@ -153,18 +168,21 @@ end
 -- :close() to stop early.
 ---@return dsh.FsTextStream|nil, dsh.Error?
 function FS:readTextStream(path, opts)
+  if self._disposed then return nil, disposed("readTextStream") end
   return read.text_stream(self, "readTextStream", path, fe.check_opts("readTextStream", opts))
 end
 
 --- The whole text of a regular file: {text=, version=}.
 ---@return {text:string, version:string}|nil, dsh.Error?
 function FS:readText(path, opts)
+  if self._disposed then return nil, disposed("readText") end
   return read.text(self, path, fe.check_opts("readText", opts))
 end
 
 --- The bytes of a regular file: {data=, version=}.
 ---@return {data:string, version:string}|nil, dsh.Error?
 function FS:readBytes(path, opts)
+  if self._disposed then return nil, disposed("readBytes") end
   return read.bytes(self, path, fe.check_opts("readBytes", opts))
 end
 
@@ -175,6 +193,7 @@ end
 ---@param opts dsh.FsWriteOpts|nil
 ---@return dsh.FsWriteResult|nil, dsh.Error?
 function FS:writeText(path, content, opts)
+  if self._disposed then return nil, disposed("writeText") end
   return mutate.write_text(self, path, content, opts)
 end
 
@@ -183,6 +202,7 @@ end
 ---@param opts dsh.FsWriteOpts|nil
 ---@return {operation:string, version:string}|nil, dsh.Error?
 function FS:writeBytes(path, data, opts)
+  if self._disposed then return nil, disposed("writeBytes") end
   return mutate.write_bytes(self, path, data, opts)
 end
 
@@ -191,6 +211,7 @@ end
 ---@param edit dsh.FsEdit
 ---@return table|nil, dsh.Error?
 function FS:editText(path, edit, opts)
+  if self._disposed then return nil, disposed("editText") end
   return mutate.edit_text(self, path, edit, opts)
 end
 
@@ -199,6 +220,7 @@ end
 ---@param opts dsh.FsOpts|nil
 ---@return dsh.FsMakeDirResult|nil, dsh.Error?
 function FS:makeDir(path, opts)
+  if self._disposed then return nil, disposed("makeDir") end
   return tree.make_dir(self, path, fe.check_opts("makeDir", opts))
 end
 
@@ -208,6 +230,7 @@ end
 ---@param opts {recursive: boolean|nil, cwd: string|nil, signal: dsh.AbortSignal|nil}|nil
 ---@return true|nil, dsh.Error?
 function FS:remove(path, opts)
+  if self._disposed then return nil, disposed("remove") end
   return tree.remove(self, path, fe.check_opts("remove", opts))
 end
 
@@ -218,7 +241,14 @@ end
 ---@param opts {overwrite: boolean|nil, cwd: string|nil, signal: dsh.AbortSignal|nil}|nil
 ---@return dsh.FsMoveResult|nil, dsh.Error?
 function FS:move(from, to, opts)
+  if self._disposed then return nil, disposed("move") end
   return tree.move(self, from, to, fe.check_opts("move", opts))
+end
+
+--- Every later call returns nil, DISPOSED (the provider's disposal calls it).
+function FS:dispose()
+  self._disposed = true
+  return true
 end
 
 --- A filesystem over backend b.

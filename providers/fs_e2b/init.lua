@@ -40,7 +40,7 @@ local CODES = {
 
 local function fs_error(err)
   local msg = tostring(err.message or err.code)
-  local code = CODES[err.code]
+  local code = CODES[err.code] or (fs.PASSED_CODES[err.code] and err.code)
   if not code then
     local low = msg:lower()
     local denied = low:find("permission denied", 1, true) or low:find("operation not permitted", 1, true)
@@ -273,7 +273,9 @@ function M.backend(e2b)
 end
 
 function M.setup(scope)
-  return fs.new(M.backend(scope.ctx.e2b))
+  local f = fs.new(M.backend(scope.ctx.e2b))
+  scope:on_dispose(function() return f:dispose() end)
+  return f
 end
 
 return M

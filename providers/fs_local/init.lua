@@ -266,11 +266,13 @@ function M.backend(cwd)
   return setmetatable({ prefix = "local", cwd = cwd }, Backend)
 end
 
-function M.setup(_, cfg)
+function M.setup(scope, cfg)
   local here = lfs.currentdir()
   local root = cfg.root or here
   if root:sub(1, 1) ~= "/" then root = here .. "/" .. root end
-  return fs.new(M.backend(fs.normalize(root)))
+  local f = fs.new(M.backend(fs.normalize(root)))
+  if scope then scope:on_dispose(function() return f:dispose() end) end
+  return f
 end
 
 return M

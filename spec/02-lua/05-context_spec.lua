@@ -108,7 +108,8 @@ describe("dsh.context", function()
     assert.is_true(ctx:start())
     assert.is_true(ctx:dispose())
     assert.same({ "bash gone", "subprocess gone", "e2b gone" }, log)
-    assert.is_nil(ctx.e2b)
+    assert.has_error(function() return ctx.e2b end,
+      "dsh.context: ctx.e2b: DISPOSED: the context was disposed; its services went with it")
     assert.is_true(ctx:dispose()) -- idempotent
   end)
 

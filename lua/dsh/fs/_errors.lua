@@ -25,6 +25,11 @@ M.BACKEND_CODES = {
   FS_IO_ERROR = "any other failure",
 }
 
+--- Codes of the world below the backend that reach the caller unchanged
+-- (with the seam's message): the sandbox is gone for good, or the service
+-- that owns it was disposed. Retrying cannot help, so they are not I/O errors.
+M.PASSED_CODES = { SANDBOX_GONE = true, DISPOSED = true }
+
 function M.new(code, msg, fields)
   return errors.new(code, msg, fields)
 end
@@ -60,7 +65,7 @@ function M.map(op, display, err, signal)
   if signal and signal.aborted then return M.aborted(op) end
   if type(err) ~= "table" then err = { message = tostring(err) } end
   if err.code == "FS_ABORTED" then return M.aborted(op) end
-  local code = M.BACKEND_CODES[err.code] and err.code or "FS_IO_ERROR"
+  local code = (M.BACKEND_CODES[err.code] or M.PASSED_CODES[err.code]) and err.code or "FS_IO_ERROR"
   local detail = tostring(err.message or err.code or "unknown error")
   return errors.new(code, string.format('cannot %s "%s": %s', op, display, detail), { cause = err })
 end
