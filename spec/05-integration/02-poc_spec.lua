@@ -29,7 +29,7 @@ describe("dsh poc", function()
       local ok = 0
       for _ in out:gmatch("%[%d/8%] [^\n]- ok +[%d.]+ ms\n") do ok = ok + 1 end
       assert.equal(8, ok, out)
-      assert.matches("\npoc: all 8 steps passed in ", out)
+      assert.matches("\npoc: all 9 steps passed in ", out)
       assert.matches('bash printed "written%-by%-fs\\n"', out)
       assert.matches('tail "6789" %(lossy%)', out)
       local id = out:match("sandbox (%w+), cwd /home/user/workspace")
