@@ -6,7 +6,10 @@
 -- at once. A service is published (ctx[key]) only when its setup succeeded; a
 -- failed setup runs the cleanups it had registered, in reverse, and its
 -- dependents are never set up. dispose() tears providers down in reverse
--- order and each returns only when everything it started is gone.
+-- order and each returns only when everything it started is gone. Once
+-- dispose() was called, ctx.<key> raises (DISPOSED) and start() returns nil,
+-- DISPOSED; a provider reaches the services it injects through references
+-- taken at setup, never through ctx in its cleanups.
 --
 --   local ctx = context.new()
 --   ctx:use(require "dsh.providers.e2b", { cwd = "/home/user/workspace" })
@@ -69,9 +72,20 @@ Context.__tostring = function(c)
   return "dsh.context(" .. #c._entries .. " providers" .. (c._disposing and ", disposed" or "") .. ")"
 end
 
+-- A service looked up once dispose() was called is a mistake: it names the
+-- key, the state and the code, where nil would fail later and elsewhere.
+local function gone_service(self, key)
+  local done = rawget(self, "_disposed"):done()
+  errors.misuse(MOD, "ctx.%s: DISPOSED: the context %s; its services went with it", tostring(key),
+    done and "was disposed" or "is disposing")
+end
+
 Context.__index = function(self, key)
   local method = Context[key]
   if method then return method end
+  if rawget(self, "_disposing") and not (type(key) == "string" and key:sub(1, 1) == "_") then
+    gone_service(self, key)
+  end
   local services = rawget(self, "_services")
   return services and services[key]
 end
@@ -220,6 +234,9 @@ end
 --- Set up every provider (in dependency order) and wait for all setups.
 -- Returns true, or nil and the first failure (every other setup still settles).
 function Context:start()
+  if rawget(self, "_disposing") then
+    return nil, errors.new("DISPOSED", MOD .. ": start: the context was disposed")
+  end
   rawset(self, "_started", true)
   self:_kick()
   for _, entry in ipairs(self._entries) do entry.done:await() end
@@ -229,8 +246,9 @@ function Context:start()
   return true
 end
 
---- The published service for key, or nil.
+--- The published service for key, or nil (raises once dispose() was called).
 function Context:get(key)
+  if rawget(self, "_disposing") then gone_service(self, key) end
   return self._services[key]
 end
 

@@ -68,6 +68,8 @@ M.CATALOGUE = {
     FS_NOT_OBSERVED = "createIfAbsent, but the file exists",
     FS_EDIT_NOT_FOUND = "oldString is empty or not in the file",
     FS_AMBIGUOUS_EDIT = "oldString matches more than once and replaceAll is not set",
+    FS_ALREADY_EXISTS = "move's target exists (and overwrite is not set, or it is of another kind)",
+    FS_DIRECTORY_NOT_EMPTY = "remove without recursive, or a move onto, a directory that has entries",
   },
   -- ctx.subprocess (dsh.subprocess; subprocess_local, subprocess_e2b).
   subprocess = {
@@ -82,10 +84,12 @@ M.CATALOGUE = {
   -- ctx.bash and the bash tool.
   bash = {
     BASH_UNAVAILABLE = "the context has no ctx.bash",
+    BASH_UNKNOWN_PROCESS = "no background process of ctx.bash has this id (or it ended long ago and was let go)",
   },
   -- ctx.e2b (providers/e2b).
   e2b = {
-    E2B_DISPOSING = "the sandbox service is disposing",
+    E2B_DISPOSING = "(no longer made: a disposed ctx.e2b says DISPOSED; kept for providers that test for it)",
+    SANDBOX_GONE = "the sandbox no longer exists (killed, or killed by its timeout); the message says why and when",
     E2B_EXECUTABLE = "resolveExecutable found no single absolute path in the sandbox",
     E2B_SETUP = "the sandbox's working directories could not be prepared",
   },

@@ -3,9 +3,10 @@
 -- Everything the model-facing tools rely on lives in this seam: path
 -- resolution and versions (dsh.fs._paths), reads and text detection
 -- (dsh.fs._read, dsh.fs._text), guarded writes and edits with their atomic
--- commit and per-file serialisation (dsh.fs._mutate), abort checks and the
--- failure words (dsh.fs._errors). This file is the public surface: the class,
--- its methods and the backend contract. A backend (providers/fs_local,
+-- commit and per-file serialisation (dsh.fs._mutate), directories (makeDir,
+-- remove, move: dsh.fs._tree), abort checks and the failure words
+-- (dsh.fs._errors). This file is the public surface: the class, its methods
+-- and the backend contract. A backend (providers/fs_local,
 -- providers/fs_e2b) only moves bytes and metadata; see dsh.FsBackend below.
 --
 -- Paths: displayPath is the POSIX resolution of the argument against opts.cwd
@@ -13,11 +14,19 @@
 -- it (symlinks resolved, need not exist). Versions are digests of a file's
 -- metadata (never its content), so any external change alters them.
 -- Failures return nil, err with the reference's FS_* codes; misuse raises.
+--
+-- Boundaries: paths are not confined. A write may leave cwd (`../x`, an
+-- absolute path, a symlink pointing out) but never the world of the backend:
+-- with fs-e2b that is the sandbox, whose system directories are read-only.
+-- A host that keeps a model inside a workspace checks each path first with
+-- fs:contains(workspace, path), which resolves `..` and symlinks as a write
+-- would.
 local errors = require "dsh.errors"
 local fe = require "dsh.fs._errors"
 local mutate = require "dsh.fs._mutate"
 local paths = require "dsh.fs._paths"
 local read = require "dsh.fs._read"
+local tree = require "dsh.fs._tree"
 
 local M = {}
 local MOD = "dsh.fs"
@@ -28,6 +37,8 @@ M.normalize = paths.normalize
 M.uuid = paths.uuid
 --- The failure codes a backend may return (code -> meaning); see dsh.fs._errors.
 M.BACKEND_CODES = fe.BACKEND_CODES
+--- Codes from below a backend that reach the caller as they are (SANDBOX_GONE, DISPOSED).
+M.PASSED_CODES = fe.PASSED_CODES
 
 ---@class dsh.FsInfo                 what a backend reports about one path
 ---@field type "file"|"directory"|"symlink"|"other"
@@ -51,8 +62,12 @@ M.BACKEND_CODES = fe.BACKEND_CODES
 ---@field open fun(self, key:string, opts:table):table|nil, dsh.Error?  reader: read(), close()
 ---@field writeTemp fun(self, path:string, data:string, tag:string, opts:table):true|nil, dsh.Error?
 ---@field chmod fun(self, path:string, mode:integer, opts:table):true|nil, dsh.Error?
----@field rename fun(self, from:string, to:string, opts:table):dsh.FsInfo|nil, dsh.Error?  `to` afterwards
----@field remove fun(self, path:string, opts:table):true|nil, dsh.Error?
+---@field rename fun(self, from:string, to:string, opts:table):dsh.FsInfo|nil, dsh.Error?  `to` afterwards;
+---                                      makes to's missing parents; replaces a file or an empty directory
+---@field remove fun(self, path:string, opts:table):true|nil, dsh.Error?  a file or symlink itself
+---@field mkdir fun(self, key:string, opts:table):true|nil, dsh.Error?  with missing parents; a directory is fine
+---@field rmdir fun(self, key:string, opts:table):true|nil, dsh.Error?  an empty directory (else FS_DIRECTORY_NOT_EMPTY)
+---@field removeTree fun(self, key:string, opts:table):true|nil, dsh.Error?  a directory and all below, links unfollowed
 ---@field locate fun(self, display:string, opts:table):string|nil, dsh.FsInfo|false|dsh.Error  optional
 ---@field children fun(self, key:string, opts:table):table[]|nil, dsh.Error?  optional: {name, key, info}
 
@@ -66,7 +81,13 @@ M.BACKEND_CODES = fe.BACKEND_CODES
 ---@field cwd string    the directory relative paths resolve against by default
 local FS = {}
 FS.__index = FS
-FS.__tostring = function(f) return "dsh.fs(" .. f.kind .. ", cwd " .. f.cwd .. ")" end
+FS.__tostring = function(f)
+  return "dsh.fs(" .. f.kind .. ", cwd " .. f.cwd .. (f._disposed and ", disposed" or "") .. ")"
+end
+
+local function disposed(method)
+  return errors.new("DISPOSED", MOD .. ": " .. method .. ": ctx.fs is disposed")
+end
 
 -- Paths -----------------------------------------------------------------------
 
@@ -75,6 +96,7 @@ FS.__tostring = function(f) return "dsh.fs(" .. f.kind .. ", cwd " .. f.cwd .. "
 ---@param opts dsh.FsOpts|nil
 ---@return {displayPath:string, targetKey:string}|nil, dsh.Error?
 function FS:resolve(path, opts)
+  if self._disposed then return nil, disposed("resolve") end
   opts = fe.check_opts("resolve", opts)
   local display, key = paths.resolve(self, "resolve", "resolve", path, opts)
   if not display then return nil, key end
@@ -84,6 +106,7 @@ end
 --- The path a process in the same world sees for path (its displayPath).
 ---@return string|nil, dsh.Error?
 function FS:processPath(path, opts)
+  if self._disposed then return nil, disposed("processPath") end
   opts = fe.check_opts("processPath", opts)
   return paths.display(self, "processPath", path, opts)
 end
@@ -91,6 +114,7 @@ end
 --- file:// URL of path's displayPath, each segment percent-encoded (RFC 3986).
 ---@return string|nil, dsh.Error?
 function FS:fileUrl(path, opts)
+  if self._disposed then return nil, disposed("fileUrl") end
   opts = fe.check_opts("fileUrl", opts)
   local display, err = paths.display(self, "fileUrl", path, opts)
   if not display then return nil, err end
@@ -100,6 +124,7 @@ end
 --- True when path, after resolution (`..` and symlinks), is root or inside it.
 ---@return boolean|nil, dsh.Error?
 function FS:contains(root, path, opts)
+  if self._disposed then return nil, disposed("contains") end
   opts = fe.check_opts("contains", opts)
   return paths.contains(self, root, path, opts)
 end
@@ -114,12 +139,14 @@ end
 --- Metadata of what path points to; nil (no error) when nothing is there.
 ---@return dsh.FsStat|nil, dsh.Error?
 function FS:stat(path, opts)
+  if self._disposed then return nil, disposed("stat") end
   return read.stat(self, path, fe.check_opts("stat", opts))
 end
 
 --- Metadata of path itself (a symlink is "symlink"); nil when missing.
 ---@return dsh.FsStat|nil, dsh.Error?
 function FS:lstat(path, opts)
+  if self._disposed then return nil, disposed("lstat") end
   return read.lstat(self, path, fe.check_opts("lstat", opts))
 end
 
@@ -133,6 +160,7 @@ end
 --- Direct children of a directory, sorted by name in byte order.
 ---@return dsh.FsDirEntry[]|nil, dsh.Error?
 function FS:listDir(path, opts)
+  if self._disposed then return nil, disposed("listDir") end
   return read.list_dir(self, path, fe.check_opts("listDir", opts))
 end
 
@@ -140,18 +168,21 @@ end
 -- :close() to stop early.
 ---@return dsh.FsTextStream|nil, dsh.Error?
 function FS:readTextStream(path, opts)
+  if self._disposed then return nil, disposed("readTextStream") end
   return read.text_stream(self, "readTextStream", path, fe.check_opts("readTextStream", opts))
 end
 
 --- The whole text of a regular file: {text=, version=}.
 ---@return {text:string, version:string}|nil, dsh.Error?
 function FS:readText(path, opts)
+  if self._disposed then return nil, disposed("readText") end
   return read.text(self, path, fe.check_opts("readText", opts))
 end
 
 --- The bytes of a regular file: {data=, version=}.
 ---@return {data:string, version:string}|nil, dsh.Error?
 function FS:readBytes(path, opts)
+  if self._disposed then return nil, disposed("readBytes") end
   return read.bytes(self, path, fe.check_opts("readBytes", opts))
 end
 
@@ -162,6 +193,7 @@ end
 ---@param opts dsh.FsWriteOpts|nil
 ---@return dsh.FsWriteResult|nil, dsh.Error?
 function FS:writeText(path, content, opts)
+  if self._disposed then return nil, disposed("writeText") end
   return mutate.write_text(self, path, content, opts)
 end
 
@@ -170,6 +202,7 @@ end
 ---@param opts dsh.FsWriteOpts|nil
 ---@return {operation:string, version:string}|nil, dsh.Error?
 function FS:writeBytes(path, data, opts)
+  if self._disposed then return nil, disposed("writeBytes") end
   return mutate.write_bytes(self, path, data, opts)
 end
 
@@ -178,7 +211,44 @@ end
 ---@param edit dsh.FsEdit
 ---@return table|nil, dsh.Error?
 function FS:editText(path, edit, opts)
+  if self._disposed then return nil, disposed("editText") end
   return mutate.edit_text(self, path, edit, opts)
+end
+
+--- Make a directory and its missing parents: {created=}; an existing
+-- directory is success (created = false), anything else there is FS_NOT_DIRECTORY.
+---@param opts dsh.FsOpts|nil
+---@return dsh.FsMakeDirResult|nil, dsh.Error?
+function FS:makeDir(path, opts)
+  if self._disposed then return nil, disposed("makeDir") end
+  return tree.make_dir(self, path, fe.check_opts("makeDir", opts))
+end
+
+--- Remove what path names (a symlink itself, not its target): true. A
+-- directory with entries needs opts.recursive, else FS_DIRECTORY_NOT_EMPTY;
+-- nothing there is FS_NOT_FOUND.
+---@param opts {recursive: boolean|nil, cwd: string|nil, signal: dsh.AbortSignal|nil}|nil
+---@return true|nil, dsh.Error?
+function FS:remove(path, opts)
+  if self._disposed then return nil, disposed("remove") end
+  return tree.remove(self, path, fe.check_opts("remove", opts))
+end
+
+--- Rename from to `to` (making to's missing parents): {type=, version=}. An
+-- existing `to` is FS_ALREADY_EXISTS unless opts.overwrite, which replaces a
+-- file by a file (or anything not a directory) and an empty directory by a
+-- directory.
+---@param opts {overwrite: boolean|nil, cwd: string|nil, signal: dsh.AbortSignal|nil}|nil
+---@return dsh.FsMoveResult|nil, dsh.Error?
+function FS:move(from, to, opts)
+  if self._disposed then return nil, disposed("move") end
+  return tree.move(self, from, to, fe.check_opts("move", opts))
+end
+
+--- Every later call returns nil, DISPOSED (the provider's disposal calls it).
+function FS:dispose()
+  self._disposed = true
+  return true
 end
 
 --- A filesystem over backend b.
@@ -189,7 +259,8 @@ function M.new(b)
   errors.check(MOD, "new: backend.prefix", b.prefix, "string")
   errors.check(MOD, "new: backend.cwd", b.cwd, "string")
   if b.cwd:sub(1, 1) ~= "/" then errors.misuse(MOD, "new: backend.cwd must be absolute: %s", b.cwd) end
-  for _, m in ipairs { "realpath", "lstat", "stat", "open", "writeTemp", "chmod", "rename", "remove" } do
+  for _, m in ipairs { "realpath", "lstat", "stat", "open", "writeTemp", "chmod", "rename", "remove", "mkdir",
+    "rmdir", "removeTree" } do
     errors.check(MOD, "new: backend." .. m, b[m], "function")
   end
   if not b.children then errors.check(MOD, "new: backend.names", b.names, "function") end

@@ -5,7 +5,8 @@
 -- with E2B_API_KEY) and shows, with each step's time, that files written
 -- through fs are what Bash sees and the other way round, that ambient secrets
 -- are scrubbed, that collected output is truncated and spilled, that
--- terminate reaches quiescence, that the host workspace is invisible inside,
+-- terminate reaches quiescence, that Bash returns when its shell exits and
+-- keeps what it left running, that the host workspace is invisible inside,
 -- and that disposal kills the sandbox. Any failing step is named and the run
 -- exits non-zero; the sandbox is disposed either way.
 local async = require "dsh.async"
@@ -129,6 +130,25 @@ local function steps(state)
       local gone = bash(state.ctx, "pgrep -x sleep || echo none")
       check(gone.stdout.text == "none\n", "still running: %s", gone.stdout.text)
       return string.format("TERM ignored, KILL after the 300 ms grace; group empty after %.0f ms", loop.now_ms() - t0)
+    end },
+    { "Bash returns when its shell exits; what it left running goes on", function()
+      local b = state.ctx.bash
+      local t0 = loop.now_ms()
+      local r = bash(state.ctx, "(sleep 0.3; echo later) & echo now")
+      local ms = loop.now_ms() - t0
+      check(r.stdout.text == "now\n" and r.background ~= nil, "expected now and a background id, got %s",
+        show(b:render(r)))
+      local out = ""
+      for _ = 1, 500 do
+        out = out .. ok_or(b:readOutput(r.background)).text
+        if out:find("later", 1, true) then break end
+        async.sleep(10)
+      end
+      check(out == "later\n", "its later output was %s", show(out))
+      local p = ok_or(b:start { command = "exec sleep 30" })
+      check(b:kill(p) == true, "kill found %s ended", p.id)
+      return string.format("returned in %.0f ms leaving %s, which printed %s later; %s started and killed",
+        ms, r.background, show(out), p.id)
     end },
     { "the host workspace is invisible from inside", function()
       local host = host_cwd()

@@ -7,10 +7,18 @@
 -- reached at https://sandbox.<domain> (E2B's router, which reads the
 -- E2b-Sandbox-Id header) or https://49983-<id>.<domain>, or at sandboxUrl /
 -- E2B_SANDBOX_URL when set (the SDK's own override).
+--
+-- E2B's timeout is a deadline, not an idle time: work through the context
+-- counts as activity by extending it (POST /sandboxes/{id}/timeout, as the
+-- SDK's setTimeout does) when half of it has passed since the last
+-- extension, and every half timeout while a stream is open. recover() (for
+-- dsh.providers.e2b.guard) asks connect, which resumes a paused sandbox.
+local async = require "dsh.async"
 local envd = require "dsh.envd"
 local errors = require "dsh.errors"
 local http = require "dsh.http"
 local json = require "dsh.json"
+local loop = require "dsh.loop"
 
 local M = { name = "cloud" }
 
@@ -51,22 +59,33 @@ local function envd_url(cfg, id, domain)
   return "https://" .. M.ENVD_PORT .. "-" .. id .. "." .. domain
 end
 
-local function handle(cfg, client, data)
+local function envd_client(cfg, data)
   if type(data) ~= "table" or type(data.sandboxID) ~= "string" then
     return nil, errors.new("internal", "E2B API answered without a sandboxID")
   end
   local id = data.sandboxID
-  local c = envd.client {
+  return envd.client {
     url = envd_url(cfg, id, type(data.domain) == "string" and data.domain or nil),
     access_token = type(data.envdAccessToken) == "string" and data.envdAccessToken or nil,
     user = "user",
     headers = { ["E2b-Sandbox-Id"] = id, ["E2b-Sandbox-Port"] = tostring(M.ENVD_PORT) },
-  }
-  return setmetatable({ id = id, envd = c, _cfg = cfg, _api = client }, Handle)
+  }, id
+end
+
+local function handle(cfg, client, data)
+  local c, id = envd_client(cfg, data)
+  if not c then return nil, id end
+  local now = loop.now_ms()
+  return setmetatable({ id = id, envd = c, _cfg = cfg, _api = client, _extended_at = now, _active_at = now,
+    _holds = 0 }, Handle)
 end
 
 local function seconds(ms)
   return math.max(1, math.floor((ms + 999) / 1000))
+end
+
+local function iso(ms_ago)
+  return os.date("!%Y-%m-%dT%H:%M:%SZ", os.time() - math.floor((ms_ago or 0) / 1000))
 end
 
 function M.create(cfg)
@@ -120,7 +139,78 @@ function Handle:pause()
   return true
 end
 
+-- Activity ----------------------------------------------------------------------
+
+--- A call through the context: extends the timeout when half of it has
+-- passed since the last extension (in the background; at most one at a time).
+function Handle:touch()
+  local now = loop.now_ms()
+  self._before, self._active_at = self._active_at, now
+  if self._extending or self._closed or now - self._extended_at < self._cfg.timeoutMs / 2 then return end
+  self._extended_at = now
+  self._extending = async.run(function()
+    api_call(self._cfg, self._api, "POST", "/sandboxes/" .. self.id .. "/timeout",
+      { timeout = seconds(self._cfg.timeoutMs) })
+    self._extending = nil
+  end)
+end
+
+--- A stream opened: while any is, the timeout is extended every half timeout.
+function Handle:hold()
+  self._holds = self._holds + 1
+  if self._holds == 1 and not self._closed then
+    self._ticker = self._ticker or loop.timer(function() self:touch() end)
+    local period = math.max(500, math.floor(self._cfg.timeoutMs / 2))
+    self._ticker:start(period, period)
+  end
+  self:touch()
+end
+
+function Handle:release()
+  self._holds = self._holds - 1
+  if self._holds == 0 and self._ticker then self._ticker:stop() end
+end
+
+-- Recovery ----------------------------------------------------------------------
+
+function Handle:_gone()
+  -- the call that found it gone touched too: what counts is the one before
+  local quiet = loop.now_ms() - (self._before or self._active_at)
+  local why = "it was killed, or its timeout ended it"
+  if self._cfg.onTimeout == "kill" and quiet >= self._cfg.timeoutMs then
+    why = string.format("its timeout (%d ms, then kill) had passed since the last call through this context",
+      self._cfg.timeoutMs)
+  end
+  return errors.new("SANDBOX_GONE", string.format("sandbox %s is gone: E2B no longer knows it (%s; last call at %s,"
+    .. " noticed at %s)", self.id, why, iso(quiet), iso(0)))
+end
+
+--- After a call failed as unavailable: connect (which resumes a paused
+-- sandbox): "resumed" (envd is a new client), "running", or nil, err
+-- (SANDBOX_GONE, or the API's failure).
+function Handle:recover()
+  local res, err = api_call(self._cfg, self._api, "POST", "/v2/sandboxes/" .. self.id .. "/connect",
+    { timeout = seconds(self._cfg.timeoutMs) })
+  if not res then return nil, err end
+  if res.status == 404 then return nil, self:_gone() end
+  if res.status < 200 or res.status > 299 then return nil, api_error("connect", res) end
+  self._extended_at = loop.now_ms()
+  if res.status ~= 201 then return "running" end
+  local c, cerr = envd_client(self._cfg, json.decode(res.body))
+  if not c then return nil, cerr end
+  self.envd:close()
+  self.envd = c
+  self.paused = { reason = "had paused (its timeout, or a pause from elsewhere)", resumed_at = iso(0) }
+  return "resumed"
+end
+
 function Handle:close()
+  self._closed = true
+  if self._ticker then
+    self._ticker:close()
+    self._ticker = nil
+  end
+  if self._extending then pcall(self._extending.await, self._extending) end
   self.envd:close()
   self._api:close()
 end

@@ -5,8 +5,16 @@
 -- disposition: kill, pause or leave. A sandbox it created is killed when its
 -- setup fails; a reconnected one never is. Two backends: "local" (default, a
 -- dsh.sandbox) and "cloud" (E2B's control plane; envd over HTTPS).
+--
+-- The sandbox's lifetime never surprises the host (dsh.providers.e2b.guard):
+-- a sandbox that paused (on its idle timeout, or from elsewhere) is resumed
+-- by the next call, files kept, processes gone (what waited on one says so);
+-- one that is gone for good (killed, or killed by its timeout) makes every
+-- call return SANDBOX_GONE, saying why and when. Work through the context
+-- counts as activity. After dispose every call returns DISPOSED.
 local async = require "dsh.async"
 local errors = require "dsh.errors"
+local guard = require "dsh.providers.e2b.guard"
 local schema = require "dsh.providers.e2b.schema"
 
 local M = {
@@ -35,14 +43,18 @@ function M.quote(s)
 end
 E2B.quote = M.quote
 
-local function disposing()
-  return errors.new("E2B_DISPOSING", "E2B sandbox service is disposing")
+-- The reference's text; DISPOSED is the code every disposed service uses.
+function E2B._disposed_error(_)
+  return errors.new("DISPOSED", "E2B sandbox service is disposing")
 end
 
---- The sandbox handle {id=, envd=} or nil, err (E2B_DISPOSING once disposal began).
+--- The sandbox {id=, envd=}, or nil, err: DISPOSED once disposal began,
+-- SANDBOX_GONE once the sandbox is known to be gone. envd is the guarded
+-- client (see the header): hold on to it, it stays valid across a resume.
 function E2B:getSandbox()
-  if self._disposing then return nil, disposing() end
-  return self._handle
+  if self._disposing then return nil, self:_disposed_error() end
+  if self._gone then return nil, self._gone end
+  return self._sb
 end
 
 function E2B:sandboxId()
@@ -100,14 +112,18 @@ local function backend_of(cfg)
   return require(cfg.backend == "cloud" and "dsh.providers.e2b.cloud_backend" or "dsh.providers.e2b.local_backend")
 end
 
-local function prepare(service, cfg)
-  local h = service._handle
-  local ok, err = h.envd:make_dir(cfg.cwd)
+-- cwd, then the runtime root inside it, then chmod 700 (reference §1 step 3),
+-- through envd (the guarded client at setup, the new daemon's after a resume).
+local function prepare(service, envd)
+  local ok, err = envd:make_dir(service.cwd)
   if not ok and err.code ~= "already_exists" then return nil, err end
-  ok, err = h.envd:make_dir(service.runtimeRoot)
+  ok, err = envd:make_dir(service.runtimeRoot)
   if not ok and err.code ~= "already_exists" then return nil, err end
-  local r, cerr = service:exec { "chmod", "700", "--", service.runtimeRoot }
-  if not r then return nil, cerr end
+  local p, serr = envd:start { cmd = "chmod", args = { "700", "--", service.runtimeRoot } }
+  if not p then return nil, serr end
+  local r, werr = p:wait()
+  p:close()
+  if not r then return nil, werr end
   if r.exit_code ~= 0 then
     return nil, errors.new("E2B_SETUP", "chmod 700 " .. service.runtimeRoot .. " failed: " .. r.stderr)
   end
@@ -132,6 +148,11 @@ function M.setup(scope, cfg)
   end
   if not h then return nil, err end
   service._handle = h
+  service._guard = guard.new(service, h)
+  -- a local sandbox keeps only /home/user and /tmp across a pause: make the
+  -- directories again on the daemon it resumed with
+  service._guard.on_resume = function() return prepare(service, h.envd) end
+  service._sb = { id = h.id, envd = service._guard.proxy }
   -- Registered first, so it runs last: the disposition, or the kill of a
   -- created sandbox whose setup failed.
   local setup_done = false
@@ -144,7 +165,9 @@ function M.setup(scope, cfg)
     end
     local mode = service.disposeMode
     local ok, derr = true, nil
-    if mode == "kill" then
+    if service._gone then
+      ok = true -- nothing left to kill or pause
+    elseif mode == "kill" then
       ok, derr = h:kill()
     elseif mode == "pause" then
       ok, derr = h:pause()
@@ -155,7 +178,7 @@ function M.setup(scope, cfg)
     return true
   end)
   if scope.signal.aborted then return nil, async.abort_error(scope.signal.reason) end
-  local ok, perr = prepare(service, cfg)
+  local ok, perr = prepare(service, service._sb.envd)
   if not ok then return nil, perr end
   setup_done = true
   return service

@@ -1,9 +1,20 @@
 --- Config of the ctx.e2b owner: defaults, validation, messages (reference §2.1).
 --
 -- Raises on bad config, synchronously, before any sandbox is created or
--- contacted. Returns the normalised config.
+-- contacted (an unknown key too, naming the closest known one). Returns the
+-- normalised config. The local backend's limits (maxProcesses, memoryMb,
+-- cpus) are dsh.sandbox's, checked with its bounds; on this host's defaults
+-- when absent.
 local errors = require "dsh.errors"
+local limits = require "dsh.sandbox.limits"
+local schema = require "dsh.schema"
 local M = {}
+
+M.KEYS = {
+  "backend", "cwd", "timeoutMs", "onTimeout", "onDispose", "network", "envs", "metadata", "sandboxId",
+  "template", "apiKey", "apiUrl", "domain", "sandboxUrl", "maxProcesses", "memoryMb", "cpus",
+}
+M.LOCAL_ONLY = { "maxProcesses", "memoryMb", "cpus" }
 
 M.DEFAULTS = {
   backend = "local",
@@ -28,7 +39,7 @@ local function string_map(name, v)
 end
 
 function M.validate(cfg)
-  if type(cfg) ~= "table" then fail("config must be a table") end
+  schema.keys("dsh-e2b", cfg, M.KEYS)
   local out = {}
   out.backend = cfg.backend or M.DEFAULTS.backend
   if out.backend ~= "local" and out.backend ~= "cloud" then
@@ -83,6 +94,15 @@ function M.validate(cfg)
   out.network = cfg.network ~= false
   out.envs = string_map("envs", cfg.envs)
   out.metadata = string_map("metadata", cfg.metadata)
+  for _, k in ipairs(M.LOCAL_ONLY) do
+    if cfg[k] ~= nil and out.backend ~= "local" then
+      fail(k .. " applies only to the local backend (an E2B sandbox's size is its template's)")
+    end
+  end
+  out.maxProcesses = schema.integer("dsh-e2b", cfg, "maxProcesses", nil, limits.MIN_MAX_PROCESSES,
+    limits.MAX_MAX_PROCESSES)
+  out.memoryMb = schema.integer("dsh-e2b", cfg, "memoryMb", nil, limits.MIN_MEMORY_MB, 2 ^ 40)
+  out.cpus = schema.number("dsh-e2b", cfg, "cpus", nil, 0.01, 4096)
   return out
 end
 

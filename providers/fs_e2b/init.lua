@@ -14,21 +14,18 @@
 local async = require "dsh.async"
 local errors = require "dsh.errors"
 local fs = require "dsh.fs"
+local schema = require "dsh.providers.fs_e2b.schema"
 
 local M = {
   name = "fs-e2b",
   provides = "fs",
   inject = { "e2b" },
+  validate = schema.validate,
 }
 
 -- GNU realpath -m never finishes on a symlink cycle whose remaining path
 -- grows each round (u -> d/up, d/up -> ../u/z); the daemon kills it after this.
 M.REALPATH_TIMEOUT_MS = 10000
-
-function M.validate(cfg)
-  if type(cfg) ~= "table" or next(cfg) ~= nil then errors.misuse("fs-e2b", "takes no config") end
-  return {}
-end
 
 local Backend = {}
 Backend.__index = Backend
@@ -43,11 +40,12 @@ local CODES = {
 
 local function fs_error(err)
   local msg = tostring(err.message or err.code)
-  local code = CODES[err.code]
+  local code = CODES[err.code] or (fs.PASSED_CODES[err.code] and err.code)
   if not code then
     local low = msg:lower()
     local denied = low:find("permission denied", 1, true) or low:find("operation not permitted", 1, true)
-    code = denied and "FS_PERMISSION_DENIED" or "FS_IO_ERROR"
+    code = denied and "FS_PERMISSION_DENIED" or low:find("directory not empty", 1, true) and "FS_DIRECTORY_NOT_EMPTY"
+      or "FS_IO_ERROR"
   end
   return errors.new(code, msg, { cause = err })
 end
@@ -250,13 +248,34 @@ function Backend:remove(path, opts)
   return true
 end
 
+-- envd's Remove removes a directory with everything in it (links unfollowed).
+Backend.removeTree = Backend.remove
+
+-- envd has no rmdir: the sandbox's own, so a directory that is not empty stays.
+function Backend:rmdir(key, opts)
+  local ok, err = self:_run({ "rmdir", "--", key }, opts)
+  if not ok then return nil, err end
+  return true
+end
+
+-- MakeDir makes the missing parents too; a directory already there is fine.
+function Backend:mkdir(key, opts)
+  local envd, err = self:_envd()
+  if not envd then return nil, err end
+  local e, merr = envd:make_dir(key, copts(opts))
+  if not e and merr.code ~= "already_exists" then return nil, fs_error(merr) end
+  return true
+end
+
 --- A dsh.fs backend over an E2B sandbox owner (ctx.e2b).
 function M.backend(e2b)
   return setmetatable({ prefix = "e2b", cwd = e2b.cwd, _e2b = e2b }, Backend)
 end
 
 function M.setup(scope)
-  return fs.new(M.backend(scope.ctx.e2b))
+  local f = fs.new(M.backend(scope.ctx.e2b))
+  scope:on_dispose(function() return f:dispose() end)
+  return f
 end
 
 return M

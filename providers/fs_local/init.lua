@@ -24,9 +24,20 @@ Backend.__index = Backend
 
 -- hostfs's words (from errno) -> the fs backend contract's (dsh.fs.BACKEND_CODES).
 local CODES = { not_found = "FS_NOT_FOUND", permission_denied = "FS_PERMISSION_DENIED" }
+local ENOENT, EPERM, EACCES, ENOTEMPTY = 2, 1, 13, 39
 
 local function fs_error(err)
-  return errors.new(CODES[err.code] or "FS_IO_ERROR", err.message, { errno = err.errno })
+  local code = err.errno == ENOTEMPTY and "FS_DIRECTORY_NOT_EMPTY" or CODES[err.code] or "FS_IO_ERROR"
+  return errors.new(code, err.message, { errno = err.errno })
+end
+
+-- os.remove's failure (nil, "<path>: <strerror>", errno) -> the contract's words.
+local function remove_error(call, path, msg, errno)
+  msg = tostring(msg)
+  if msg:sub(1, #path + 2) == path .. ": " then msg = msg:sub(#path + 3) end
+  local code = errno == ENOENT and "FS_NOT_FOUND" or (errno == EACCES or errno == EPERM) and "FS_PERMISSION_DENIED"
+    or errno == ENOTEMPTY and "FS_DIRECTORY_NOT_EMPTY" or "FS_IO_ERROR"
+  return errors.new(code, call .. ": " .. msg, { errno = errno })
 end
 
 local function info_of(st, target)
@@ -161,14 +172,17 @@ function Backend.open(_, key)
   return setmetatable({ _f = f }, Reader)
 end
 
--- mkdir -p of dir (as POST /files does for the E2B backend).
+-- mkdir -p of dir (as POST /files and MakeDir do for the E2B backend).
 local function make_parents(dir)
   if dir == "" or lfs.attributes(dir, "mode") == "directory" then return true end
   local parent = dir:match("^(.*)/[^/]*$")
   local ok, err = make_parents(parent)
   if not ok then return nil, err end
   ok, err = hostfs.mkdir(dir, 493)
-  if not ok and lfs.attributes(dir, "mode") ~= "directory" then return nil, fs_error(err) end
+  if not ok and lfs.attributes(dir, "mode") ~= "directory" then
+    if lfs.attributes(dir) then return nil, errors.new("FS_IO_ERROR", "mkdir: " .. dir .. ": Not a directory") end
+    return nil, fs_error(err)
+  end
   return true
 end
 
@@ -190,6 +204,8 @@ function Backend.chmod(_, path, mode)
 end
 
 function Backend.rename(_, from, to)
+  local made, merr = make_parents(to:match("^(.*)/[^/]*$"))
+  if not made then return nil, merr end
   local ok, err = hostfs.rename(from, to)
   if not ok then return nil, fs_error(err) end
   local st = hostfs.lstat(to)
@@ -204,16 +220,59 @@ function Backend.remove(_, path)
   return true
 end
 
+function Backend.mkdir(_, key)
+  return make_parents(key)
+end
+
+function Backend.rmdir(_, key)
+  if lfs.symlinkattributes(key, "mode") ~= "directory" then
+    return nil, errors.new("FS_IO_ERROR", "rmdir: " .. key .. ": Not a directory")
+  end
+  local ok, msg, errno = os.remove(key)
+  if not ok then return nil, remove_error("rmdir", key, msg, errno) end
+  return true
+end
+
+-- Everything below dir, depth first; links are removed, never followed.
+local function remove_tree(dir)
+  local ok, iter, d = pcall(lfs.dir, dir)
+  if not ok then
+    local denied = tostring(iter):find("Permission denied", 1, true)
+    return nil, errors.new(denied and "FS_PERMISSION_DENIED" or "FS_IO_ERROR", tostring(iter))
+  end
+  for name in iter, d do
+    if name ~= "." and name ~= ".." then
+      local p = dir .. "/" .. name
+      if lfs.symlinkattributes(p, "mode") == "directory" then
+        local rok, rerr = remove_tree(p)
+        if not rok then return nil, rerr end
+      else
+        local uok, msg, errno = os.remove(p)
+        if not uok and errno ~= ENOENT then return nil, remove_error("unlink", p, msg, errno) end
+      end
+    end
+  end
+  local rok, msg, errno = os.remove(dir)
+  if not rok and errno ~= ENOENT then return nil, remove_error("rmdir", dir, msg, errno) end
+  return true
+end
+
+function Backend.removeTree(_, key)
+  return remove_tree(key)
+end
+
 --- A dsh.fs backend over the host filesystem; cwd must be absolute.
 function M.backend(cwd)
   return setmetatable({ prefix = "local", cwd = cwd }, Backend)
 end
 
-function M.setup(_, cfg)
+function M.setup(scope, cfg)
   local here = lfs.currentdir()
   local root = cfg.root or here
   if root:sub(1, 1) ~= "/" then root = here .. "/" .. root end
-  return fs.new(M.backend(fs.normalize(root)))
+  local f = fs.new(M.backend(fs.normalize(root)))
+  if scope then scope:on_dispose(function() return f:dispose() end) end
+  return f
 end
 
 return M

@@ -245,11 +245,13 @@ end
 -- false when signal aborted, nil, err when the daemon stayed unreachable.
 function Compat:wait_quiescent(signal)
   if self._quiet then return true end
+  if self._err and self._err.code == "SANDBOX_GONE" then return true end -- every group went with it
   if self._err then return nil, self._err end -- the daemon is gone: its groups' fate is unknowable
   local deadline, delay
   while true do
     if signal and signal.aborted then return false end
     local sb, serr = self._backend.e2b:getSandbox()
+    if not sb and serr.code == "SANDBOX_GONE" then return true end
     if not sb then return nil, serr end
     local args = { "-c", M.WAITER, "dsh-e2b", tostring(self.pid) }
     local p, err = sb.envd:start { cmd = "/bin/bash", args = args }

@@ -103,6 +103,7 @@ end
 --- true once the group is empty (WatchGroup ends), false when signal
 -- aborted, nil, err when the daemon stayed unreachable for reconnectMs.
 function Native:wait_quiescent(signal)
+  if self._err and self._err.code == "SANDBOX_GONE" then return true end -- every group went with it
   if self._err then return nil, self._err end -- the daemon is gone: its groups' fate is unknowable
   local deadline, delay -- from the first failure in a row
   while true do
@@ -122,7 +123,7 @@ function Native:wait_quiescent(signal)
     end
     if signal and signal.aborted then return false end
     -- a record dshd no longer has belongs to a group that ended long ago
-    if err.code == "not_found" then return true end
+    if err.code == "not_found" or err.code == "SANDBOX_GONE" then return true end
     deadline = deadline or loop.now_ms() + self._backend.reconnect_ms
     delay = delay or 25
     if loop.now_ms() + delay > deadline then return nil, remote.lost(self.pid, err) end

@@ -5,17 +5,17 @@
 --                is retried before the caller gets SUBPROCESS_LOST (default 3000).
 -- Raises on bad config; returns the normalised config.
 local errors = require "dsh.errors"
+local schema = require "dsh.schema"
 local M = {}
+
+M.KEYS = { "protocol", "reconnectMs" }
 
 local function fail(msg)
   errors.misuse("subprocess-e2b", "%s", msg)
 end
 
 function M.validate(cfg)
-  if type(cfg) ~= "table" then fail("config must be a table") end
-  for k in pairs(cfg) do
-    if k ~= "protocol" and k ~= "reconnectMs" then fail("unknown config key " .. tostring(k)) end
-  end
+  schema.keys("subprocess-e2b", cfg, M.KEYS)
   local protocol = cfg.protocol or "auto"
   if protocol ~= "auto" and protocol ~= "dshd" and protocol ~= "envd" then
     fail('protocol must be "auto", "dshd" or "envd"')

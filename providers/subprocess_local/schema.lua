@@ -1,19 +1,17 @@
 --- Config of subprocess-local: { cwd=, ambientEnv=, spillDir= }.
 -- Raises on bad config; returns the normalised config.
 local errors = require "dsh.errors"
+local schema = require "dsh.schema"
 local M = {}
+
+M.KEYS = { "cwd", "ambientEnv", "spillDir" }
 
 local function fail(msg)
   errors.misuse("subprocess-local", "%s", msg)
 end
 
 function M.validate(cfg)
-  if type(cfg) ~= "table" then fail("config must be a table") end
-  for k in pairs(cfg) do
-    if k ~= "cwd" and k ~= "ambientEnv" and k ~= "spillDir" then
-      fail("unknown config key " .. tostring(k))
-    end
-  end
+  schema.keys("subprocess-local", cfg, M.KEYS)
   for _, k in ipairs { "cwd", "spillDir" } do
     local v = cfg[k]
     if v ~= nil and (type(v) ~= "string" or v:sub(1, 1) ~= "/" or v:find("%z")) then

@@ -18,8 +18,9 @@
 --   core (C)      core/                  includes no Lua header and nothing of remote/
 --   dshd (C)      remote/dshd/           the sandbox daemon: links no Lua
 --
--- Beside the path: the runtime (dsh.async, dsh.errors, dsh.signals) that every
--- layer may use, the application (bin/dsh, dsh.cli, dsh.poc, dsh.shell) that may use
+-- Beside the path: the runtime (dsh.async, dsh.errors, dsh.signals, and
+-- dsh.schema, the config checks every provider shares) that every layer may
+-- use, the application (bin/dsh, dsh.cli, dsh.poc, dsh.shell) that may use
 -- everything, and the façade (lua/dsh/init.lua) that loads modules on demand.
 --
 -- Every Lua file must belong to a layer (LAYERS: the first matching pattern
@@ -66,7 +67,8 @@ local LAYERS = {
   { name = "ffi", paths = { "^lua/dsh/_ffi%.lua$", "^lua/dsh/_ffi/" } },
   { name = "binding", paths = binding_paths() },
   { name = "façade", paths = { "^lua/dsh/init%.lua$" } },
-  { name = "runtime", paths = { "^lua/dsh/async%.lua$", "^lua/dsh/errors%.lua$", "^lua/dsh/signals%.lua$" } },
+  { name = "runtime", paths = { "^lua/dsh/async%.lua$", "^lua/dsh/errors%.lua$", "^lua/dsh/signals%.lua$",
+    "^lua/dsh/schema%.lua$" } },
   { name = "tool", paths = { "^lua/dsh/tools/" } },
   { name = "seam", paths = seam_paths() },
   { name = "envd client", paths = { "^lua/dsh/envd%.lua$", "^lua/dsh/envd/" } },

@@ -108,7 +108,8 @@ describe("dsh.context", function()
     assert.is_true(ctx:start())
     assert.is_true(ctx:dispose())
     assert.same({ "bash gone", "subprocess gone", "e2b gone" }, log)
-    assert.is_nil(ctx.e2b)
+    assert.has_error(function() return ctx.e2b end,
+      "dsh.context: ctx.e2b: DISPOSED: the context was disposed; its services went with it")
     assert.is_true(ctx:dispose()) -- idempotent
   end)
 
@@ -127,6 +128,27 @@ describe("dsh.context", function()
     local ok, err = starting:await()
     assert.is_nil(ok)
     assert.equal("DISPOSED", err.code)
+  end)
+
+  it("after dispose: start returns DISPOSED, ctx.<key> and get raise DISPOSED, naming the key", function()
+    local ctx = context.new()
+    ctx:use(provider("svc", "svc", {}, function() return {} end))
+    assert.is_true(ctx:start())
+    assert.is_table(ctx.svc)
+    assert.is_nil(ctx.other) -- before dispose a key nobody provides is nil
+    assert.is_true(ctx:dispose())
+    local ok, err = ctx:start()
+    assert.is_nil(ok)
+    assert.same({ "DISPOSED", "dsh.context: start: the context was disposed" }, { err.code, err.message })
+    for _, key in ipairs { "svc", "other" } do
+      local okk, msg = pcall(function() return ctx[key] end)
+      assert.is_false(okk)
+      assert.matches("05%-context_spec%.lua:%d+: dsh%.context: ctx%." .. key
+        .. ": DISPOSED: the context was disposed; its services went with it$", msg)
+    end
+    assert.has_error(function() ctx:get("svc") end,
+      "dsh.context: ctx.svc: DISPOSED: the context was disposed; its services went with it")
+    assert.is_true(ctx:dispose()) -- methods still work
   end)
 
   it("reports a cleanup's failure (returned or raised) and runs every cleanup", function()

@@ -80,11 +80,12 @@ describe("misuse", function()
     raises_here('dsh.context: use: service "x" has been registered (by a); cannot register b',
       function() ctx:use({ name = "b", provides = "x", setup = function() return {} end }) end)
     raises_here("dsh.context: use: config: expected table, got string", function() ctx:use(fs_local, "cfg") end)
-    raises_here("fs-local: unknown config key rot", function() ctx:use(fs_local, { rot = "/" }) end)
+    raises_here('fs-local: unknown config key "rot" (did you mean "root"?)',
+      function() ctx:use(fs_local, { rot = "/" }) end)
     ctx:dispose()
     raises_here("dsh.context: use: called after dispose()", function() ctx:use(fs_local) end)
     local bash = require("dsh.bash").new { subprocess = { cwd = "/" } }
-    raises_here("dsh.bash: run: timeout must be a positive integer of at most 600000 ms",
+    raises_here("dsh.bash: run: timeout must be a positive integer number of milliseconds",
       function() bash:run { command = "true", timeout = 0 } end)
     raises_here("dsh.bash: run: command: expected string, got nil", function() bash:run {} end)
   end)

@@ -41,7 +41,7 @@ describe("local sandbox lifecycle", function()
       assert.matches("^[a-z0-9]+$", id)
       assert.equal(20, #id)
       assert.same({ id = id, state = "running", metadata = { owner = "spec" }, network = true,
-        timeout_ms = 300000, on_timeout = "kill", created_at = listed(id).created_at,
+        timeout_ms = 300000, on_timeout = "pause", created_at = listed(id).created_at,
         limits = sb.limits }, listed(id))
       assert.equal(1024, listed(id).limits.maxProcesses)
       assert.matches("^%d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%dZ$", listed(id).created_at)
@@ -189,6 +189,7 @@ describe("bin/dsh", function()
       local id = out:match("^([a-z0-9]+)\n$")
       assert.is_truthy(id, out)
       finally(function() sandbox.kill(id) end)
+      assert.equal("pause", listed(id).on_timeout) -- the one default everywhere
 
       code, out, err = dsh("sandbox", "list")
       assert.same({ 0, "" }, { code, err })

@@ -41,11 +41,28 @@ describe("fs-local", function()
   before_each(helpers.snapshot)
   after_each(helpers.assert_clean)
 
+  it("answers DISPOSED once its context was disposed", function()
+    helpers.run(function()
+      local ctx = helpers.start_context { require "dsh.providers.fs_local" }
+      local fs = ctx.fs
+      assert(fs:stat("."))
+      assert(ctx:dispose())
+      for _, call in ipairs { { "stat", "." }, { "readText", "x" }, { "writeText", "x", "y" }, { "makeDir", "d" },
+        { "remove", "x" }, { "move", "a", "b" }, { "contains", "/", "/x" } } do
+        local v, err = fs[call[1]](fs, unpack(call, 2))
+        assert.is_nil(v)
+        assert.same({ "DISPOSED", "dsh.fs: " .. call[1] .. ": ctx.fs is disposed" }, { err.code, err.message })
+      end
+      assert.equal("dsh.fs(local, cwd " .. fs.cwd .. ", disposed)", tostring(fs))
+    end)
+  end)
+
   it("validates its config and defaults root to the current directory", function()
     local p = require "dsh.providers.fs_local"
     assert.has_error(function() context.new():use(p, { root = 1 }) end,
       "fs-local: root must be a non-empty path string")
-    assert.has_error(function() context.new():use(p, { cwd = "/" }) end, "fs-local: unknown config key cwd")
+    assert.has_error(function() context.new():use(p, { cwd = "/" }) end,
+      'fs-local: unknown config key "cwd" (known keys: root)')
     local ctx = context.new():use(p)
     assert(ctx:start())
     assert.equal(require("lfs").currentdir(), ctx.fs.cwd)

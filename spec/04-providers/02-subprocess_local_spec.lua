@@ -55,7 +55,7 @@ describe("subprocess-local", function()
     local p = require "dsh.providers.subprocess_local"
     assert.equal("subprocess", p.provides)
     assert.has_error(function() context.new():use(p, { bogus = 1 }) end,
-      "subprocess-local: unknown config key bogus")
+      'subprocess-local: unknown config key "bogus" (known keys: ambientEnv, cwd, spillDir)')
     assert.has_error(function() context.new():use(p, { cwd = "rel" }) end,
       "subprocess-local: cwd must be an absolute path")
     assert.has_error(function() context.new():use(p, { ambientEnv = { A = 1 } }) end,

@@ -47,7 +47,13 @@ local function factory_new()
     local e = assert(envd:stat(p))
     return e.metadata and e.metadata["dsh-version"]
   end
-  env.breakTransport = function() assert(sandbox.pause(assert(e2b:sandboxId()))) end
+  -- a paused sandbox is resumed by the next call: pause it and spoil its
+  -- record, so that it cannot be (its files stay, its daemon is gone)
+  env.breakTransport = function()
+    local id = assert(e2b:sandboxId())
+    assert(sandbox.pause(id))
+    helpers.write_file(require("dsh.sandbox.state").dir(id) .. "/meta.json", "{")
+  end
   env.dispose = function() assert(ctx:dispose()) end
   return env
 end
@@ -60,7 +66,8 @@ describe("fs-e2b", function()
 
   it("takes no config and injects ctx.e2b", function()
     local p = require "dsh.providers.fs_e2b"
-    assert.has_error(function() context.new():use(p, { cwd = "/" }) end, "fs-e2b: takes no config")
+    assert.has_error(function() context.new():use(p, { cwd = "/" }) end,
+      'fs-e2b: unknown config key "cwd" (it takes no config)')
     assert.same({ "e2b" }, p.inject)
     assert.equal("fs", p.provides)
   end)

@@ -74,7 +74,7 @@ local function compat_env()
   local cwd = dir .. "/workspace"
   local service = setmetatable({
     cwd = cwd, runtimeRoot = cwd .. "/.dsh-e2b", created = true, backend = "envd-compat",
-    _handle = { id = "envd-compat", envd = client },
+    _handle = { id = "envd-compat", envd = client }, _sb = { id = "envd-compat", envd = client },
   }, e2b_provider.E2B)
   local owner = {
     name = "e2b-envd-compat", provides = "e2b",

@@ -593,7 +593,8 @@ return function(name, factory)
           fs:editText(p, { oldString = "x", newString = "y", version = v }))
         fails("FS_STALE_VERSION", '"' .. root .. '/missing" no longer exists',
           fs:editText(root .. "/missing", { oldString = "x", newString = "y", version = v }))
-        fails("FS_NOT_FOUND", '"' .. root .. '/missing" does not exist',
+        -- missing: the same stale code with or without a version (§2.2, §6.3.20)
+        fails("FS_STALE_VERSION", '"' .. root .. '/missing" does not exist',
           fs:editText(root .. "/missing", { oldString = "x", newString = "y" }))
         env.mkdir(root .. "/dir")
         fails("FS_NOT_REGULAR_FILE", '"' .. root .. '/dir" is not a regular file',
@@ -637,6 +638,144 @@ return function(name, factory)
         assert.equal(last == rb and "B" or "A", env.get(p))
         assert.equal(last.version, assert(fs:stat(p)).version)
         assert.are_not.equal(ra.version, rb.version)
+      end)
+    end)
+
+    describe("directories", function()
+      test("makeDir makes missing parents; a directory there is success, anything else is not",
+        function(env, fs, root)
+          assert.same({ created = true }, fs:makeDir(root .. "/a/b/c"))
+          assert.equal("directory", assert(fs:stat(root .. "/a/b/c")).type)
+          assert.same({ created = false }, fs:makeDir(root .. "/a/b/c"))
+          assert.same({ created = false }, fs:makeDir(root .. "/a"))
+          -- relative to opts.cwd, and through a symlink to a directory
+          assert.same({ created = true }, fs:makeDir("rel/x", { cwd = root }))
+          assert.equal("directory", assert(fs:stat(root .. "/rel/x")).type)
+          env.symlink("a/b", root .. "/ln")
+          assert.same({ created = false }, fs:makeDir(root .. "/ln/c"))
+          assert.same({ created = true }, fs:makeDir(root .. "/ln/d"))
+          assert.equal("directory", assert(fs:stat(root .. "/a/b/d")).type)
+          env.put(root .. "/file", "x")
+          fails("FS_NOT_DIRECTORY", '"' .. root .. '/file" exists and is not a directory',
+            fs:makeDir(root .. "/file"))
+          fails("FS_IO_ERROR", '^cannot create directory "' .. pesc(root) .. '/file/sub": ',
+            fs:makeDir(root .. "/file/sub"))
+          assert.equal("x", env.get(root .. "/file"))
+          fails("FS_NOT_FOUND", "file_path must be a non-empty string", fs:makeDir(" "))
+          local ctl = async.controller()
+          ctl:abort()
+          fails("FS_ABORTED", "create directory aborted", fs:makeDir(root .. "/never", { signal = ctl.signal }))
+          assert.is_nil(fs:stat(root .. "/never"))
+        end)
+
+      test("remove removes a file, a symlink (not its target) and an empty directory", function(env, fs, root)
+        env.put(root .. "/f", "x")
+        env.mkdir(root .. "/target")
+        env.put(root .. "/target/kept", "kept")
+        env.symlink("target", root .. "/link")
+        env.mkdir(root .. "/empty")
+        assert.is_true(fs:remove(root .. "/f"))
+        assert.is_nil(env.get(root .. "/f"))
+        assert.is_true(fs:remove("link", { cwd = root }))
+        assert.is_nil(fs:lstat(root .. "/link"))
+        assert.equal("kept", env.get(root .. "/target/kept"))
+        assert.is_true(fs:remove(root .. "/empty"))
+        assert.is_nil(fs:stat(root .. "/empty"))
+        fails("FS_NOT_FOUND", '"' .. root .. '/f" does not exist', fs:remove(root .. "/f"))
+        fails("FS_PERMISSION_DENIED", 'cannot remove "/"', fs:remove("/"))
+        fails("FS_PERMISSION_DENIED", 'cannot remove "/"', fs:remove(root .. "/../../../../../.."))
+        assert.has_error(function() fs:remove(root .. "/x", { recursive = "yes" }) end,
+          "dsh.fs: remove: opts.recursive must be a boolean")
+      end)
+
+      test("remove refuses a directory with entries unless recursive, which never follows links",
+        function(env, fs, root)
+          env.mkdir(root .. "/outside")
+          env.put(root .. "/outside/precious", "p")
+          env.mkdir(root .. "/tree/a/b")
+          env.put(root .. "/tree/a/b/f", "f")
+          env.put(root .. "/tree/top", "t")
+          env.symlink(root .. "/outside", root .. "/tree/a/out")
+          fails("FS_DIRECTORY_NOT_EMPTY",
+            '"' .. root .. '/tree" is a directory that is not empty; remove it with recursive = true',
+            fs:remove(root .. "/tree"))
+          assert.equal("t", env.get(root .. "/tree/top"))
+          assert.is_true(fs:remove(root .. "/tree", { recursive = true }))
+          assert.is_nil(fs:lstat(root .. "/tree"))
+          assert.equal("p", env.get(root .. "/outside/precious"))
+          -- a file needs no recursive, and recursive on a file is fine
+          env.put(root .. "/g", "g")
+          assert.is_true(fs:remove(root .. "/g", { recursive = true }))
+        end)
+
+      test("remove maps a refusal of the world to FS_PERMISSION_DENIED", function(env, fs, root)
+        env.put(root .. "/locked", "x")
+        env.lock(root .. "/locked")
+        local ok, err = fs:remove(root .. "/locked")
+        env.unlock(root .. "/locked")
+        fails("FS_PERMISSION_DENIED", '^cannot remove "' .. pesc(root) .. '/locked": ', ok, err)
+        assert.equal("x", env.get(root .. "/locked"))
+      end)
+
+      test("move renames, makes missing parents, and gives the version stat gives", function(env, fs, root)
+        env.put(root .. "/a.txt", "A")
+        local m = assert(fs:move(root .. "/a.txt", "new/dir/b.txt", { cwd = root }))
+        assert.equal("file", m.type)
+        assert.is_nil(env.get(root .. "/a.txt"))
+        assert.equal("A", env.get(root .. "/new/dir/b.txt"))
+        assert.equal(assert(fs:stat(root .. "/new/dir/b.txt")).version, m.version)
+        -- a directory with what is in it
+        assert.equal("directory", assert(fs:move(root .. "/new", root .. "/moved")).type)
+        assert.equal("A", env.get(root .. "/moved/dir/b.txt"))
+        -- a symlink moves as a link
+        env.put(root .. "/t", "T")
+        env.symlink("t", root .. "/l1")
+        assert.equal("symlink", assert(fs:move(root .. "/l1", root .. "/l2")).type)
+        assert.equal("symlink", assert(fs:lstat(root .. "/l2")).type)
+        assert.equal("t", (env.run("readlink -- '" .. root .. "/l2'"):gsub("\n$", "")))
+        assert.equal("T", env.get(root .. "/t"))
+        -- onto itself: nothing happens
+        assert.equal("file", assert(fs:move(root .. "/t", root .. "/./t")).type)
+        assert.equal("T", env.get(root .. "/t"))
+        fails("FS_NOT_FOUND", '"' .. root .. '/nope" does not exist', fs:move(root .. "/nope", root .. "/x"))
+        fails("FS_IO_ERROR", 'cannot move "' .. root .. '/moved" into itself ("' .. root .. '/moved/dir/in")',
+          fs:move(root .. "/moved", root .. "/moved/dir/in"))
+        assert.has_error(function() fs:move(root .. "/t", root .. "/u", { overwrite = 1 }) end,
+          "dsh.fs: move: opts.overwrite must be a boolean")
+      end)
+
+      test("move replaces an existing target only with overwrite, and only by its kind", function(env, fs, root)
+        env.put(root .. "/src", "new")
+        env.put(root .. "/dst", "old")
+        fails("FS_ALREADY_EXISTS", '"' .. root .. '/dst" already exists; pass overwrite = true to replace it',
+          fs:move(root .. "/src", root .. "/dst"))
+        assert.same({ "new", "old" }, { env.get(root .. "/src"), env.get(root .. "/dst") })
+        assert(fs:move(root .. "/src", root .. "/dst", { overwrite = true }))
+        assert.same({ "new" }, { env.get(root .. "/dst"), env.get(root .. "/src") })
+        env.mkdir(root .. "/d1/x")
+        env.mkdir(root .. "/d2")
+        env.mkdir(root .. "/full/y")
+        fails("FS_ALREADY_EXISTS", '"' .. root .. '/d2" is a directory; only a directory can replace it',
+          fs:move(root .. "/dst", root .. "/d2", { overwrite = true }))
+        fails("FS_ALREADY_EXISTS", '"' .. root .. '/dst" is not a directory; a directory cannot replace it',
+          fs:move(root .. "/d1", root .. "/dst", { overwrite = true }))
+        fails("FS_DIRECTORY_NOT_EMPTY",
+          '"' .. root .. '/full" is a directory that is not empty; it cannot be replaced',
+          fs:move(root .. "/d1", root .. "/full", { overwrite = true }))
+        assert.equal("directory", assert(fs:move(root .. "/d1", root .. "/d2", { overwrite = true })).type)
+        assert.equal("directory", assert(fs:stat(root .. "/d2/x")).type)
+        assert.is_nil(fs:stat(root .. "/d1"))
+      end)
+
+      test("writes may leave cwd (fs:contains tells the host), like every other call", function(env, fs, root)
+        env.mkdir(root .. "/ws")
+        local ws = root .. "/ws"
+        assert(fs:writeText("../outside.txt", "o", { cwd = ws }))
+        assert.equal("o", env.get(root .. "/outside.txt"))
+        assert.is_false(fs:contains(ws, "../outside.txt", { cwd = ws }))
+        assert.is_true(fs:contains(ws, "inside.txt", { cwd = ws }))
+        env.symlink(root, ws .. "/up")
+        assert.is_false(fs:contains(ws, ws .. "/up/x.txt"))
       end)
     end)
 

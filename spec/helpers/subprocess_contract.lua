@@ -490,8 +490,10 @@ return function(name, factory)
           end
           local _, err = tool.run(ctx, { command = "" })
           assert.equal("INVALID_ARGUMENT", err.code)
-          _, err = tool.run(ctx, { command = "true", timeout = 600001 })
+          _, err = tool.run(ctx, { command = "true", timeout = 0 })
           assert.equal("INVALID_ARGUMENT", err.code)
+          -- above the maximum is capped, not refused
+          assert.equal("(no output)\n[exit code 0]", tool.run(ctx, { command = "true", timeout = 600001 }))
           _, err = tool.run(ctx, { command = "true", bogus = 1 })
           assert.equal("INVALID_ARGUMENT", err.code)
         end)
@@ -516,20 +518,26 @@ return function(name, factory)
       it("keeps the tail, code-point-safely, and names the full output", function()
         with_env(function(env)
           local text = tool.run(env.ctx, { command = "seq 1 2000" })
-          local n, path = text:match("^%[%.%.%. (%d+) bytes of output truncated; full output in ([^%]]+)%]\n")
-          assert.equal(8893 - 200, tonumber(n))
+          local n, path, shown = text:match(
+            "^%[%.%.%. (%d+) bytes of output truncated; full output in ([^%]]+)%]\n(.*)%[exit code 0%]$")
           local want = {}
           for i = 1, 2000 do want[i] = i .. "\n" end
-          assert.equal(table.concat(want), env.cat(path))
+          want = table.concat(want)
+          assert.equal(want, env.cat(path))
+          -- what is shown is the tail, from the first whole line within the last 200 bytes
+          assert.equal(8893, tonumber(n) + #shown)
+          assert.is_true(#shown <= 200 and #shown > 190)
+          assert.equal(want:sub(-#shown), shown)
+          assert.equal("\n", want:sub(-#shown - 1, -#shown - 1))
           assert.equal("\n2000\n[exit code 0]", text:sub(-19))
           local mb = tool.run(env.ctx,
             { command = "for i in $(seq 1 100); do printf '你好'; done; echo; echo tail >&2" })
-          local cut, shown = mb:match("^%[%.%.%. (%d+) bytes of output truncated; full output in [^%]]+%]\n"
+          local cut, mb_shown = mb:match("^%[%.%.%. (%d+) bytes of output truncated; full output in [^%]]+%]\n"
             .. "(.*)tail\n%[exit code 0%]$")
-          assert.is_truthy(shown, mb)
-          assert.is_true(utf8.validate(shown))
-          assert.equal(601, tonumber(cut) + #shown)
-          assert.is_true(#shown + 5 <= 200)
+          assert.is_truthy(mb_shown, mb)
+          assert.is_true(utf8.validate(mb_shown))
+          assert.equal(601, tonumber(cut) + #mb_shown)
+          assert.is_true(#mb_shown + 5 <= 200)
         end)
       end)
     end)

@@ -21,8 +21,14 @@ M.BACKEND_CODES = {
   FS_NOT_FOUND = "nothing is there",
   FS_PERMISSION_DENIED = "the backend's world refused",
   FS_ABORTED = "the call was aborted (its signal fired)",
+  FS_DIRECTORY_NOT_EMPTY = "rmdir, or a rename onto a directory, met a directory with entries",
   FS_IO_ERROR = "any other failure",
 }
+
+--- Codes of the world below the backend that reach the caller unchanged
+-- (with the seam's message): the sandbox is gone for good, or the service
+-- that owns it was disposed. Retrying cannot help, so they are not I/O errors.
+M.PASSED_CODES = { SANDBOX_GONE = true, DISPOSED = true }
 
 function M.new(code, msg, fields)
   return errors.new(code, msg, fields)
@@ -44,9 +50,12 @@ function M.not_directory(display)
   return errors.new("FS_NOT_DIRECTORY", string.format('"%s" is not a directory', display))
 end
 
+--- FS_STALE_VERSION: the file changed since it was read; gone: it no longer
+-- exists ("missing": it does not exist, and no version was given).
 function M.stale(display, gone)
-  return errors.new("FS_STALE_VERSION", gone and string.format('"%s" no longer exists', display)
-    or string.format('"%s" has changed since it was read', display))
+  local msg = gone == "missing" and '"%s" does not exist' or gone and '"%s" no longer exists'
+    or '"%s" has changed since it was read'
+  return errors.new("FS_STALE_VERSION", string.format(msg, display))
 end
 
 --- The seam's error for a failed backend call of operation op on display.
@@ -56,7 +65,7 @@ function M.map(op, display, err, signal)
   if signal and signal.aborted then return M.aborted(op) end
   if type(err) ~= "table" then err = { message = tostring(err) } end
   if err.code == "FS_ABORTED" then return M.aborted(op) end
-  local code = M.BACKEND_CODES[err.code] and err.code or "FS_IO_ERROR"
+  local code = (M.BACKEND_CODES[err.code] or M.PASSED_CODES[err.code]) and err.code or "FS_IO_ERROR"
   local detail = tostring(err.message or err.code or "unknown error")
   return errors.new(code, string.format('cannot %s "%s": %s', op, display, detail), { cause = err })
 end

@@ -62,6 +62,10 @@ function release(fs, key)
   fs._locks[key] = nil
 end
 
+-- The lock of a key, for the other mutations (dsh.fs._tree): acquire(fs,
+-- key, signal) -> true | nil, err; release(fs, key).
+M.acquire, M.release = acquire, release
+
 -- Resolve, lock, stat; run body(display, key, info|false) under the lock.
 local function mutate(fs, op, method, path, opts, body)
   local seen = fs._commits
@@ -226,10 +230,9 @@ function M.edit_text(fs, path, edit, opts)
   end
   opts = fe.check_opts("editText", opts)
   return mutate(fs, "edit", "editText", path, opts, function(display, key, info)
-    if not info then
-      if edit.version == nil then return nil, fe.missing(display) end
-      return nil, fe.stale(display, true)
-    end
+    -- a missing target is stale on the guarded and the unconditional path
+    -- alike (reference §2.2, §6.3 item 20)
+    if not info then return nil, fe.stale(display, edit.version == nil and "missing" or true) end
     if info.type ~= "file" then return nil, fe.not_regular(display) end
     if edit.version ~= nil and paths.version(fs, info, key) ~= edit.version then
       return nil, fe.stale(display)

@@ -30,6 +30,10 @@ local uids = require "dsh.sandbox.uids"
 local M = {}
 
 M.DEFAULT_TIMEOUT_MS = 300000
+-- The one default of every layer (ctx.e2b, this module, `dsh sandbox create`):
+-- the reference's. E2B's SDK defaults to "kill"; a paused sandbox loses only
+-- its processes, and ctx.e2b resumes it on the next call.
+M.DEFAULT_ON_TIMEOUT = "pause"
 M.READY_TIMEOUT_MS = 20000
 M.STOP_TIMEOUT_MS = 30000
 
@@ -212,7 +216,7 @@ end
 
 ---@class dsh.SandboxCreateOpts
 ---@field timeoutMs number|nil    idle time after which the sandbox pauses or is killed (default 300000)
----@field onTimeout string|nil    "pause" or "kill" (default "kill", as E2B)
+---@field onTimeout string|nil    "pause" (default) or "kill"
 ---@field network boolean|nil     true (default): outbound access through slirp4netns, never the
 ---                               host's loopback; false: no network at all (loopback only)
 ---@field envs table|nil          environment variables for every process in the sandbox
@@ -231,7 +235,7 @@ function M.create(opts)
   if type(timeout) ~= "number" or timeout <= 0 or timeout ~= timeout or timeout == math.huge then
     error(MOD .. ": create: timeoutMs must be a positive finite number", 2)
   end
-  local on_timeout = opts.onTimeout or "kill"
+  local on_timeout = opts.onTimeout or M.DEFAULT_ON_TIMEOUT
   if on_timeout ~= "pause" and on_timeout ~= "kill" then
     error(MOD .. ": create: onTimeout must be \"pause\" or \"kill\"", 2)
   end
@@ -329,8 +333,11 @@ local function stop(id)
       sys.kill(pid, 9) -- bubblewrap runs with --die-with-parent: the sandbox goes with it
       while sys.live_pid(record) do async.sleep(2) end
     end
-    os.remove(state.dir(id) .. "/supervisor.pid")
+    -- a connect may have started the sandbox again meanwhile (a context
+    -- resuming it): its supervisor's record and what it runs are its own
+    if state.supervisor_record(id) == record then os.remove(state.dir(id) .. "/supervisor.pid") end
   end
+  if state.supervisor_pid(id) then return true end
   return reap_leftovers(id, state.read_meta(id))
 end
 
@@ -350,6 +357,7 @@ function M.kill(id)
   local meta = state.read_meta(id)
   local sok, serr = stop(id)
   if not sok then return nil, serr end
+  state.write_gone(id, "killed")
   local ok, err = sys.rm_rf(state.dir(id))
   if not ok then return nil, errors.new("internal", "cannot delete sandbox " .. id .. ": " .. tostring(err)) end
   if meta and meta.uid then uids.release(meta.uid, state.dir(id)) end
@@ -375,6 +383,28 @@ end
 
 function M.exists(id)
   return state.exists(id)
+end
+
+---@class dsh.SandboxStatus
+---@field state "running"|"paused"|"gone"|"unknown"
+---@field reason string|nil  why it paused or went ("paused by its idle timeout (300000 ms)", "killed", ...)
+---@field at string|nil      when (ISO 8601, UTC)
+
+--- Where a sandbox stands, from the host's records alone (no request): a
+-- paused one says why and when it last stopped; a deleted one, why and when
+-- it went (for a week after; "unknown" when there is no record at all).
+---@param id string
+---@return dsh.SandboxStatus
+function M.status(id)
+  errors.check(MOD, "status: id", id, "string")
+  if state.exists(id) then
+    if state.supervisor_pid(id) then return { state = "running" } end
+    local stopped = state.read_stopped(id) or {}
+    return { state = "paused", reason = stopped.reason, at = stopped.at }
+  end
+  local gone = state.read_gone(id)
+  if gone then return { state = "gone", reason = gone.reason, at = gone.at } end
+  return { state = "unknown" }
 end
 
 function Sandbox:pause()

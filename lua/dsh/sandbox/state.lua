@@ -5,6 +5,7 @@
 --   meta.json        config, limits, host uid, access token (0600)
 --   runtime.json     the running sandbox: its groups and first processes (0600)
 --   supervisor.pid   "pid starttime" of the supervisor while running (0600)
+--   stopped.json     why and when it last stopped (0600)
 --   dshd.sock        dshd's socket, moved here by the supervisor once dshd
 --                    listens: the only way the host reaches dshd
 --   dshd             mount point for the dshd binary (host uid sandboxes)
@@ -17,6 +18,7 @@
 -- size (dsh.hostfs.read_regular).
 local hostfs = require "dsh.hostfs"
 local json = require "dsh.json"
+local lfs = require "lfs"
 local sys = require "dsh.sysutil"
 
 local M = {}
@@ -87,6 +89,63 @@ function M.ids()
     if M.exists(name) then out[#out + 1] = name end
   end
   return out
+end
+
+-- Why and when a sandbox stopped --------------------------------------------------
+-- A host that reaches a sandbox after it paused or was deleted learns why
+-- and when from these records (ctx.e2b says so in its errors):
+--   <state>/sandboxes/<id>/stopped.json  {reason=, at=} of its last stop (a pause)
+--   <state>/gone/<id>                    {reason=, at=} of its deletion, kept GONE_KEEP_S
+--                                        (and at most GONE_MAX of them)
+
+M.GONE_KEEP_S = 7 * 24 * 3600
+M.GONE_MAX = 1000
+
+--- Now as an ISO 8601 UTC timestamp (the records' clock).
+function M.now()
+  return os.date("!%Y-%m-%dT%H:%M:%SZ")
+end
+
+function M.gone_root()
+  return sys.state_dir() .. "/gone"
+end
+
+--- Record the sandbox's stop: reason ("paused", "paused by its idle timeout ...").
+function M.write_stopped(id, reason)
+  return sys.write_file(M.dir(id) .. "/stopped.json", json.encode { reason = reason, at = M.now() }, "600")
+end
+
+--- {reason=, at=} of the sandbox's last stop, or nil.
+function M.read_stopped(id)
+  return read_json(M.dir(id) .. "/stopped.json", M.MAX_RECORD_BYTES)
+end
+
+-- Drop tombstones older than GONE_KEEP_S, and the oldest beyond GONE_MAX.
+local function prune_gone()
+  local list = {}
+  local oldest = os.time() - M.GONE_KEEP_S
+  for _, name in ipairs(sys.list_dir(M.gone_root())) do
+    local path = M.gone_root() .. "/" .. name
+    local t = lfs.symlinkattributes(path, "modification") or 0
+    if t < oldest then os.remove(path) else list[#list + 1] = { path = path, t = t } end
+  end
+  table.sort(list, function(a, b) return a.t > b.t end)
+  for i = M.GONE_MAX + 1, #list do os.remove(list[i].path) end
+end
+
+--- Record that the sandbox was deleted, and why ("killed", "killed by its idle timeout ...").
+function M.write_gone(id, reason)
+  if not M.valid_id(id) then return nil end
+  sys.mkdir_p(M.gone_root(), "700")
+  local ok, err = sys.write_file(M.gone_root() .. "/" .. id, json.encode { reason = reason, at = M.now() }, "600")
+  prune_gone()
+  return ok, err
+end
+
+--- {reason=, at=} of a deleted sandbox, or nil when there is no record of it.
+function M.read_gone(id)
+  if not M.valid_id(id) then return nil end
+  return read_json(M.gone_root() .. "/" .. id, M.MAX_RECORD_BYTES)
 end
 
 --- Last lines of the sandbox log, for error messages (its last 8 KiB only).

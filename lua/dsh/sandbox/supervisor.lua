@@ -187,11 +187,16 @@ local function main(id)
   local idle = not stopping and st.exit_code == M.EXIT_IDLE
   log("sandbox %s stopped (%s)", id, stopping and "requested" or (idle and "idle timeout")
     or ("exit " .. tostring(st.exit_code or st.signal)))
+  local timeout = string.format("its idle timeout (%d ms)", meta.timeout_ms or 0)
   if idle and meta.on_timeout == "kill" then
+    state.write_gone(id, "killed by " .. timeout)
     sys.rm_rf(dir)
     if uid then uids.release(uid, dir) end
     return 0
   end
+  -- why it stopped, for the host that finds it paused (ctx.e2b resumes it)
+  state.write_stopped(id, stopping and "paused" or idle and ("paused by " .. timeout)
+    or ("stopped when dshd ended (" .. tostring(st.signal or ("exit " .. tostring(st.exit_code))) .. ")"))
   os.remove(dir .. "/supervisor.pid")
   return 0
 end

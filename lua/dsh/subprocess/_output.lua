@@ -110,6 +110,15 @@ function Collector:push(s)
   self._pending = data:sub(#data - hold + 1)
   if hold == 0 then self._pending = "" end
   self:_append(data:sub(1, #data - hold))
+  if self._watch then self._watch(s) end
+end
+
+--- Call fn(bytes) with every piece pushed from now on, after it was kept
+-- (one watcher; nil removes it). For a caller that looks for something in
+-- the stream as it arrives, as dsh.bash looks for its shell's exit.
+---@param fn fun(bytes:string)|nil
+function Collector:watch(fn)
+  self._watch = fn
 end
 
 --- n bytes were lost before the next push (a replay gap after a reconnect):
