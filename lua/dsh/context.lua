@@ -72,10 +72,15 @@ Context.__tostring = function(c)
   return "dsh.context(" .. #c._entries .. " providers" .. (c._disposing and ", disposed" or "") .. ")"
 end
 
--- A service looked up once dispose() was called is a mistake: it names the
--- key, the state and the code, where nil would fail later and elsewhere.
-local function gone_service(self, key)
+-- A service looked up once dispose() was called is a mistake, unless the
+-- lookup comes from a provider still being disposed and the service it asks
+-- for is not gone yet (a provider disposes before the services it injects).
+-- The error names the key, the state and the code, where nil would fail
+-- later and elsewhere.
+local function disposing_lookup(self, key)
   local done = rawget(self, "_disposed"):done()
+  local svc = not done and rawget(self, "_services")[key]
+  if svc ~= nil and svc ~= false then return svc end
   errors.misuse(MOD, "ctx.%s: DISPOSED: the context %s; its services went with it", tostring(key),
     done and "was disposed" or "is disposing")
 end
@@ -84,7 +89,7 @@ Context.__index = function(self, key)
   local method = Context[key]
   if method then return method end
   if rawget(self, "_disposing") and not (type(key) == "string" and key:sub(1, 1) == "_") then
-    gone_service(self, key)
+    return disposing_lookup(self, key)
   end
   local services = rawget(self, "_services")
   return services and services[key]
@@ -246,9 +251,9 @@ function Context:start()
   return true
 end
 
---- The published service for key, or nil (raises once dispose() was called).
+--- The published service for key, or nil (raises once it went with dispose()).
 function Context:get(key)
-  if rawget(self, "_disposing") then gone_service(self, key) end
+  if rawget(self, "_disposing") then return disposing_lookup(self, key) end
   return self._services[key]
 end
 

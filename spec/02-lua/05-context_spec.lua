@@ -151,6 +151,23 @@ describe("dsh.context", function()
     assert.is_true(ctx:dispose()) -- methods still work
   end)
 
+  it("while disposing, a provider still reaches the services it injects, not those already gone", function()
+    local ctx = context.new()
+    local seen = {}
+    ctx:use(provider("registry", "registry", {}, function() return { name = "registry" } end))
+    ctx:use(provider("backend", "backend", { "registry" }, function(scope)
+      scope:on_dispose(function()
+        seen.registry = ctx.registry and ctx.registry.name
+        seen.backend = select(2, pcall(function() return ctx.backend end))
+      end)
+      return {}
+    end))
+    assert.is_true(ctx:start())
+    assert.is_true(ctx:dispose())
+    assert.equal("registry", seen.registry)
+    assert.matches("ctx%.backend: DISPOSED: the context is disposing; its services went with it$", seen.backend)
+  end)
+
   it("reports a cleanup's failure (returned or raised) and runs every cleanup", function()
     local ran = {}
     local ctx = context.new()
