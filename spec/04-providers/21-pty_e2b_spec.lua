@@ -13,6 +13,7 @@ local loop = require "dsh.loop"
 local proc = require "dsh.proc"
 local pty = require "dsh.pty"
 local sandbox = require "dsh.sandbox"
+local E = require "helpers.e2b"
 local e2b_provider = require "dsh.providers.e2b"
 
 local SECRETS = { NPM_TOKEN = "sentinel-secret", DSH_STALE = "sentinel-stale", db_password = "sentinel-pw" }
@@ -67,19 +68,7 @@ local function compat_env(cfg)
   local client = envd.client { url = "http://" .. addr }
   assert(client:init { envVars = ambient() })
   local cwd = dir .. "/workspace"
-  local service = setmetatable({ cwd = cwd, runtimeRoot = cwd .. "/.dsh-e2b", created = true,
-    backend = "envd-compat", _handle = { id = "envd-compat", envd = client } }, e2b_provider.E2B)
-  local owner = {
-    name = "e2b-envd-compat", provides = "e2b",
-    setup = function(scope)
-      assert(client:make_dir(service.runtimeRoot))
-      scope:on_dispose(function()
-        service._disposing = true
-        client:close()
-      end)
-      return service
-    end,
-  }
+  local owner = E.envd_owner(client, cwd)
   local ctx = compose(owner, cfg)
   return {
     ctx = ctx, sh = shell_of(ctx.e2b), secrets = SECRETS, visible = VISIBLE, base = cwd,

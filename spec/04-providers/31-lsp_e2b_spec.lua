@@ -64,21 +64,7 @@ local function compat_new(servers)
   local d = D.bare { "--envd-compat" }
   local client = d.client()
   local cwd = d.dir .. "/workspace"
-  local service = setmetatable({
-    cwd = cwd, runtimeRoot = cwd .. "/.dsh-e2b", created = true, backend = "envd-compat",
-    _handle = { id = "envd-compat", envd = client },
-  }, require("dsh.providers.e2b").E2B)
-  local owner = {
-    name = "e2b-envd-compat", provides = "e2b",
-    setup = function(scope)
-      assert(client:make_dir(service.runtimeRoot))
-      scope:on_dispose(function()
-        service._disposing = true
-        client:close()
-      end)
-      return service
-    end,
-  }
+  local owner = E.envd_owner(client, cwd)
   return compose(owner, servers, d.dir .. "/lsp-fixture-server.lua", d.stop)
 end
 
@@ -157,8 +143,9 @@ describe("lsp-e2b on local sandboxes", function()
         } })
         assert(ctx:start())
         assert.same({ "a", "b" }, ctx.lsp:providers())
+        local registry = ctx.lsp
         assert(ctx:dispose())
-        assert.same({}, ctx.lsp and ctx.lsp:providers() or {})
+        assert.same({}, registry:providers()) -- unregistered when lsp-e2b went
       end)
     end)
 

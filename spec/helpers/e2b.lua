@@ -234,4 +234,30 @@ function Standin:stop()
   assert(#left == 0, "the E2B stand-in left processes running: " .. table.concat(left, " "))
 end
 
+-- Stock envd ------------------------------------------------------------------------------
+
+--- A ctx.e2b owner (a provider table) over an envd client that is no sandbox
+-- dsh created (a bare `dshd --envd-compat`, standing for E2B's stock envd):
+-- the real dsh.E2B service class with cwd and runtimeRoot, the runtime root
+-- made at setup, the client closed at disposal. Returns owner, service.
+function M.envd_owner(client, cwd, id)
+  id = id or "envd-compat"
+  local service = setmetatable({
+    cwd = cwd, runtimeRoot = cwd .. "/.dsh-e2b", created = true, backend = "envd-compat",
+    _handle = { id = id, envd = client }, _sb = { id = id, envd = client },
+  }, require("dsh.providers.e2b").E2B)
+  local owner = {
+    name = "e2b-envd-compat", provides = "e2b",
+    setup = function(scope)
+      assert(client:make_dir(service.runtimeRoot))
+      scope:on_dispose(function()
+        service._disposing = true
+        client:close()
+      end)
+      return service
+    end,
+  }
+  return owner, service
+end
+
 return M
