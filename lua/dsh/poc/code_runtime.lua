@@ -24,7 +24,8 @@ local function bridge(extra)
     fail = function() error("bridge failure", 0) end,
   }
   for k, v in pairs(extra or {}) do fns[k] = v end
-  return { { global = "bridge", functions = fns, errorClass = { name = "BridgeError", memberNameProperty = "member" } } }
+  return { { global = "bridge", functions = fns,
+    errorClass = { name = "BridgeError", memberNameProperty = "member" } } }
 end
 
 local PROGRAMS = {

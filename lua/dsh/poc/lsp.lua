@@ -60,7 +60,8 @@ function M.steps(state)
         local r, err = state.ctx.bash:run { command = "rm -- '" .. path .. "' && ln -s /etc/hosts '" .. path .. "'" }
         if not r or r.exitCode ~= 0 then swap_err = tostring(err or r.stderr.text) end
       end
-      local v, err = query(state, { operation = "hover", filePath = "swapped.c", position = { line = 0, character = 4 } })
+      local v, err = query(state, { operation = "hover", filePath = "swapped.c",
+        position = { line = 0, character = 4 } })
       lsp_e2b._before_read = nil
       check(swap_err == nil, "the swap failed: %s", tostring(swap_err))
       check(v == nil and err and err.code == "LSP_INVALID_SOURCE" and err.message:find("opened safely", 1, true),
