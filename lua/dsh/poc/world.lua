@@ -60,12 +60,12 @@ function M.steps(state)
       sub._after_start = function()
         sub._after_start = nil
         async.sleep(300) -- the payload has forked its background child by now
-        return nil, errors.new("INJECTED", "injected publication failure")
+        return nil, errors.new("POC_INJECTED", "injected publication failure")
       end
       local h = ok_or(sub:spawn { argv = { "bash", "-c", "exec -a dsh-publication-survivor sleep 30 & wait" } })
       local okd, derr = h.done:await()
       sub._after_start = nil
-      check(okd == nil and derr and derr.code == "INJECTED", "done gave %s", tostring(okd or derr))
+      check(okd == nil and derr and derr.code == "POC_INJECTED", "done gave %s", tostring(okd or derr))
       check(h:waitForExit() == true, "the group did not exit")
       check(not ps(state.ctx):find("dsh-publication-survivor", 1, true), "the background child survived")
       return "done failed with " .. derr.code .. " (" .. derr.message .. "); ps shows no dsh-publication-survivor"
