@@ -12,6 +12,7 @@ local context = require "dsh.context"
 local helpers = require "helpers"
 local overlay = require "dsh.providers.overlay"
 local sandbox = require "dsh.sandbox"
+local sys = require "dsh.sysutil"
 
 local AGENT = { id = "overlay-spec" }
 local C_SOURCE = "static int twice(int x) { return 2 * x; }\nint main(void) { return twice(2); }\n"
@@ -137,6 +138,49 @@ describe("the overlay", function()
           position = { line = 1, character = 25 }, workspaceRoot = dir })
         assert.same({ line = 0, character = 11 }, d.locations[1].range.start)
       end)
+    end)
+    helpers.rm_rf(dir)
+  end)
+
+  -- Pids below this process whose command line contains s (not other tests' on this machine).
+  local function ours(s)
+    local out = {}
+    for _, p in ipairs(E.tree(helpers.pid())) do
+      if (sys.read_file("/proc/" .. p .. "/cmdline") or ""):find(s, 1, true) then out[#out + 1] = p end
+    end
+    return out
+  end
+
+  it("on the host: disposal ends every provider's work, a TERM-immune terminal job included", function()
+    local dir = helpers.tmpdir()
+    helpers.run(function()
+      local ctx = start { backend = "host", fs = { root = dir }, subprocess = { cwd = dir },
+        lsp = { servers = CLANGD }, pty = { idleSilenceMs = 500, disposeGraceMs = 300 } }
+      local run, job
+      local ok, err = xpcall(function()
+        assert(ctx.bash:start { command = "exec -a dsh-host-bash-job sleep 312" })
+        local s = assert(ctx.pty:spawn(AGENT, { type = "shell", cwd = dir }))
+        local r = send(ctx, s.id, "(trap '' TERM HUP; exec -a dsh-host-pty-job sleep 313) & echo job=$!")
+        job = assert(tonumber(r.viewport:match("job=(%d+)")))
+        assert(ctx.fs:writeText("busy.c", C_SOURCE))
+        assert(ctx.lsp:query { operation = "hover", filePath = dir .. "/busy.c",
+          position = { line = 0, character = 12 }, workspaceRoot = dir })
+        run = async.run(function()
+          return ctx.codeRuntime:run { program = "while true do bridge.nap() end", bindings = { { global = "bridge",
+            functions = { nap = function() async.sleep(20) return true end } } } }
+        end)
+        assert.is_truthy(helpers.eventually(function()
+          return #ours("dsh-host-bash-job") == 1 and helpers.pid_alive(job) and #ours("code-runtime-") > 0
+            and #ours("clangd") > 0
+        end))
+      end, debug.traceback)
+      local started = E.tree(helpers.pid()) -- every process below this one, the job's shell's included
+      assert(ctx:dispose())
+      assert(ok, err)
+      assert.same({ kind = "abort", message = "runtime disposed" }, run:await().error)
+      assert.is_false(helpers.pid_alive(job))
+      table.remove(started, 1) -- this process
+      assert.same({}, E.survivors(started, 0))
     end)
     helpers.rm_rf(dir)
   end)
