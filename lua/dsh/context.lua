@@ -29,6 +29,7 @@ local MOD = "dsh.context"
 ---@field inject string[]|nil
 ---@field setup fun(scope:dsh.Scope, config:table):any, any
 ---@field validate fun(config:table):table|nil  raises on bad config (called by use)
+---@field compose fun(ctx:table, config:table)|nil  a composition: adds its parts with ctx:use (no setup)
 
 ---@class dsh.Scope
 ---@field ctx table
@@ -116,8 +117,15 @@ function Context:use(provider, config)
   if rawget(self, "_disposing") then errors.misuse(MOD, "use: called after dispose()") end
   errors.check(MOD, "use: provider", provider, "table")
   errors.check(MOD, "use: provider.name", provider.name, "string")
-  errors.check(MOD, "use: provider.setup", provider.setup, "function")
   errors.check(MOD, "use: config", config, "table", true)
+  -- A composition (dsh.providers.overlay) is no provider of its own: it
+  -- checks its whole config, then adds its parts here with use().
+  if provider.compose ~= nil then
+    errors.check(MOD, "use: provider.compose", provider.compose, "function")
+    provider.compose(self, config or {})
+    return self
+  end
+  errors.check(MOD, "use: provider.setup", provider.setup, "function")
   config = config or {}
   -- Config is validated now, synchronously, so bad config fails before any I/O.
   if provider.validate then config = provider.validate(config) or config end

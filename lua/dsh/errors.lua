@@ -140,6 +140,10 @@ M.CATALOGUE = {
     CODE_RUNTIME_UNAVAILABLE = "run_code: the context has no ctx.codeRuntime",
     CODE_RUN_FAILED = "run_code: the run ended with an error result (err.kind, err.logs)",
   },
+  -- make poc (dsh.poc): the faults its steps inject on purpose.
+  poc = {
+    POC_INJECTED = "make poc step 4: the failure injected into a command's publication",
+  },
   -- Host system calls (dsh.sysutil): err.errno and the function named in the message.
   sys = {
     NOT_FOUND = "no such file, directory or variable on the host (ENOENT, ENOTDIR)",

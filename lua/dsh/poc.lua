@@ -1,38 +1,29 @@
---- dsh.poc: the proof of concept — one sandbox, one world, step by step.
+--- dsh.poc: the proof of concept — the reference's live composition (§6.2,
+-- steps A and 1-17), step by step, on one world composed by one line:
+-- `ctx:use(require "dsh.providers.overlay", {...})`.
 --
--- `make poc` (or `bin/dsh poc`) composes ctx.e2b, ctx.fs, ctx.subprocess and
--- ctx.bash on one embedded local sandbox (`--cloud`: an E2B cloud sandbox,
--- with E2B_API_KEY) and shows, with each step's time, that files written
--- through fs are what Bash sees and the other way round, that ambient secrets
--- are scrubbed, that collected output is truncated and spilled, that
--- terminate reaches quiescence, that Bash returns when its shell exits and
--- keeps what it left running, that the host workspace is invisible inside,
--- and that disposal kills the sandbox. Any failing step is named and the run
--- exits non-zero; the sandbox is disposed either way.
-local async = require "dsh.async"
+-- `make poc` (or `bin/dsh poc`) runs it on an embedded local sandbox; `--cloud`
+-- on an E2B cloud sandbox (E2B_API_KEY; E2B_API_URL and E2B_SANDBOX_URL
+-- point it elsewhere, e.g. at a stand-in). The steps live with their parts
+-- (dsh.poc.world: 1-5, dsh.poc.lsp: 6-8, dsh.poc.pty: A and 9-11,
+-- dsh.poc.code_runtime: 12-16) and run in the reference's order, each titled
+-- and timed; step 17 disposes the world and checks that the host cwd holds
+-- none of the files and that the sandbox is gone. A failing step is named
+-- and the run exits 1; the world is disposed either way.
+local C = require "dsh.poc.check"
 local context = require "dsh.context"
 local loop = require "dsh.loop"
 
 local M = {}
 
-local SECRETS = { NPM_TOKEN = "sentinel-secret", DSH_STALE = "sentinel-stale", KEEP = "visible" }
+M.AMBIENT = { NPM_TOKEN = "sentinel-secret", DSH_STALE = "sentinel-stale", KEEP = "visible" }
 
-local function check(cond, fmt, ...)
-  if not cond then error({ poc = string.format(fmt, ...) }, 0) end
-end
+--- The parts whose steps run, by the reference's labels.
+M.PARTS = { "dsh.poc.world", "dsh.poc.lsp", "dsh.poc.pty", "dsh.poc.code_runtime" }
+M.ORDER = { "A", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16" }
 
-local function ok_or(v, err, what)
-  if v == nil then error({ poc = (what and what .. ": " or "") .. tostring(err) }, 0) end
-  return v
-end
-
-local function bash(ctx, command)
-  return ok_or(ctx.bash:run { command = command }, nil, "bash " .. command)
-end
-
-local function show(s)
-  return '"' .. s:gsub("\\", "\\\\"):gsub("\n", "\\n"):gsub('"', '\\"') .. '"'
-end
+-- What the sandbox's files are called in the host's cwd too (none may exist there).
+local FILES = { "from-fs.txt", "from-bash.txt", "multibyte # file.c", "swapped.c", "big.c" }
 
 local function host_cwd()
   local p = io.popen("pwd")
@@ -41,174 +32,106 @@ local function host_cwd()
   return dir
 end
 
-local function steps(state)
+--- The overlay config of the run (reference §6.2 B): the sandbox's cwd is the
+-- host's cwd string, which names two unrelated directories.
+function M.config(cloud, cwd)
   return {
-    { "create the sandbox and compose fs, subprocess and bash on it", function()
-      local ctx = context.new()
-      state.ctx = ctx
-      ctx:use(require "dsh.providers.e2b", {
-        backend = state.cloud and "cloud" or "local", envs = SECRETS, timeoutMs = 600000,
-        onTimeout = "kill", onDispose = "kill",
-      })
-      ctx:use(require "dsh.providers.fs_e2b")
-      ctx:use(require "dsh.providers.subprocess_e2b")
-      ctx:use(require "dsh.providers.bash", { timeoutMs = 30000 })
-      ok_or(ctx:start())
-      state.id = ok_or(ctx.e2b:sandboxId())
-      return "sandbox " .. state.id .. ", cwd " .. ctx.e2b.cwd
-    end },
-    { "a file written through ctx.fs is read by Bash", function()
-      local w = ok_or(state.ctx.fs:writeText("from-fs.txt", "written-by-fs\n", { createIfAbsent = true }))
-      check(w.operation == "create", "expected a create, got %s", tostring(w.operation))
-      local r = bash(state.ctx, "cat from-fs.txt")
-      check(r.exitCode == 0 and r.stdout.text == "written-by-fs\n",
-        "bash saw %q (exit %s)", r.stdout.text, tostring(r.exitCode))
-      return "bash printed " .. show(r.stdout.text)
-    end },
-    { "a file written by Bash is read through ctx.fs", function()
-      local r = bash(state.ctx, "printf 'written-by-bash\\n' > from-bash.txt")
-      check(r.exitCode == 0, "bash exited %s", tostring(r.exitCode))
-      local t = ok_or(state.ctx.fs:readText("from-bash.txt"))
-      check(t.text == "written-by-bash\n", "fs read %q", t.text)
-      return "fs read " .. show(t.text)
-    end },
-    { "ambient secrets are scrubbed, explicit env is kept", function()
-      local h = state.ctx.subprocess:spawn {
-        argv = { "env" }, graceMs = 1000,
-        env = { ["FOO-BAR"] = "a", DSH_EXPLICIT = "b", TOKEN_EXPLICIT = "c" },
-        stdio = { stdin = "ignore", stdout = { maxBytes = 65536 }, stderr = { maxBytes = 4096 } },
-      }
-      local outcome = ok_or(h.done:await())
-      check(outcome.exitCode == 0, "env exited %s", tostring(outcome.exitCode))
-      local env = h.stdout:readFrom(0).text
-      for _, want in ipairs { "FOO-BAR=a", "DSH_EXPLICIT=b", "TOKEN_EXPLICIT=c", "KEEP=visible" } do
-        check(env:find("\n" .. want .. "\n", 1, true) or env:find("^" .. want:gsub("%-", "%%-") .. "\n"),
-          "%s missing from the environment", want)
-      end
-      for _, gone in ipairs { "sentinel-secret", "sentinel-stale" } do
-        check(not env:find(gone, 1, true), "ambient secret %s leaked into the environment", gone)
-      end
-      return "NPM_TOKEN and DSH_STALE dropped; FOO-BAR, DSH_EXPLICIT, TOKEN_EXPLICIT, KEEP present"
-    end },
-    { "collected output is truncated to its tail and spilled in full", function()
-      local h = state.ctx.subprocess:spawn {
-        argv = { "bash", "-c", "printf 0123456789; sleep 30" }, graceMs = 1000,
-        stdio = { stdin = "ignore", stdout = { maxBytes = 4, spill = { maxBytes = 100 } }, stderr = "pipe" },
-      }
-      local r
-      for _ = 1, 500 do
-        r = h.stdout:readFrom(0)
-        if r.nextOffset >= 10 then break end
-        async.sleep(10)
-      end
-      check(r.nextOffset == 10 and r.text == "6789" and r.lossy, "readFrom(0) gave %q at %d (lossy %s)",
-        r.text, r.nextOffset, tostring(r.lossy))
-      h:terminate()
-      local outcome = ok_or(h.done:await())
-      check(outcome.signal == "SIGTERM", "expected SIGTERM, got %s", tostring(outcome.signal))
-      check(h:waitForExit() == true, "the group did not exit")
-      local spill = h.stdout:readFrom(0).spillPath
-      check(spill ~= nil, "no spill file was kept")
-      local full = ok_or(state.ctx.fs:readText(spill)).text
-      check(full == "0123456789", "spill holds %q", full)
-      return "tail \"6789\" (lossy), spill " .. spill .. " holds all 10 bytes"
-    end },
-    { "terminate reaches quiescence (a TERM-immune grandchild is killed)", function()
-      local h = state.ctx.subprocess:spawn {
-        argv = { "bash", "-c", "trap '' TERM; sleep 300 & echo started; wait" }, graceMs = 300,
-        stdio = { stdin = "ignore", stdout = { maxBytes = 100 }, stderr = { maxBytes = 100 } },
-      }
-      for _ = 1, 500 do
-        if h.stdout:readFrom(0).text:find("started") then break end
-        async.sleep(10)
-      end
-      local t0 = loop.now_ms()
-      h:terminate()
-      local outcome = ok_or(h.done:await())
-      check(h:waitForExit() == true, "the group did not reach quiescence")
-      check(outcome.signal == "SIGKILL", "expected escalation to SIGKILL, got %s", tostring(outcome.signal))
-      local gone = bash(state.ctx, "pgrep -x sleep || echo none")
-      check(gone.stdout.text == "none\n", "still running: %s", gone.stdout.text)
-      return string.format("TERM ignored, KILL after the 300 ms grace; group empty after %.0f ms", loop.now_ms() - t0)
-    end },
-    { "Bash returns when its shell exits; what it left running goes on", function()
-      local b = state.ctx.bash
-      local t0 = loop.now_ms()
-      local r = bash(state.ctx, "(sleep 0.3; echo later) & echo now")
-      local ms = loop.now_ms() - t0
-      check(r.stdout.text == "now\n" and r.background ~= nil, "expected now and a background id, got %s",
-        show(b:render(r)))
-      local out = ""
-      for _ = 1, 500 do
-        out = out .. ok_or(b:readOutput(r.background)).text
-        if out:find("later", 1, true) then break end
-        async.sleep(10)
-      end
-      check(out == "later\n", "its later output was %s", show(out))
-      local p = ok_or(b:start { command = "exec sleep 30" })
-      check(b:kill(p) == true, "kill found %s ended", p.id)
-      return string.format("returned in %.0f ms leaving %s, which printed %s later; %s started and killed",
-        ms, r.background, show(out), p.id)
-    end },
-    { "the host workspace is invisible from inside", function()
-      local host = host_cwd()
-      local marker = host .. "/.dsh-poc-marker-" .. os.time()
-      local f = assert(io.open(marker, "w"))
-      f:write("host only\n")
-      f:close()
-      local r = bash(state.ctx, "test -e '" .. marker .. "' && echo visible || echo invisible; pwd")
-      os.remove(marker)
-      check(r.stdout.text:match("^invisible\n"), "the host file %s is visible inside", marker)
-      local inside = r.stdout.text:match("\n(.-)\n$")
-      return "host " .. host .. " not visible; the sandbox's cwd " .. tostring(inside) .. " is its own"
-    end },
-    { "disposal kills every process and then the sandbox", function()
-      local ctx, id = state.ctx, state.id
-      state.ctx = nil
-      ok_or(ctx:dispose())
-      if not state.cloud then
-        local sandbox = require "dsh.sandbox"
-        check(not sandbox.exists(id), "sandbox %s still exists", id)
-        local sb, err = sandbox.connect(id)
-        check(sb == nil and err.code == "not_found", "connect after dispose: %s", tostring(err))
-      end
-      return "sandbox " .. id .. " is gone"
-    end },
+    backend = cloud and "cloud" or "local",
+    e2b = { cwd = cwd, envs = M.AMBIENT, timeoutMs = 180000, onTimeout = "kill", onDispose = "kill" },
+    bash = { timeoutMs = 30000 },
+    pty = { pollIntervalMs = 25, idleSilenceMs = 2000, timeoutMs = 5000, disposeGraceMs = 1000 },
+    lsp = { servers = require("dsh.poc.lsp").SERVERS },
+    codeRuntime = require("dsh.poc.code_runtime").CONFIG,
   }
 end
 
--- Steps of other parts (dsh.poc.<part>), run on the same composed context
--- after the steps above and before the last one (disposal).
-M.PARTS = { "dsh.poc.pty", "dsh.poc.lsp", "dsh.poc.code_runtime" }
+-- Whether sandbox id is gone (asked of its control plane); nil, why if not.
+local function sandbox_gone(state)
+  local err
+  if state.cloud then
+    local cfg = require("dsh.providers.e2b.schema").validate { backend = "cloud" }
+    local h
+    h, err = require("dsh.providers.e2b.cloud_backend").connect(cfg, state.id)
+    if h then h:close() return nil, "the control plane still connects to it" end
+  else
+    local sandbox = require "dsh.sandbox"
+    if sandbox.exists(state.id) then return nil, "it still exists" end
+    local sb
+    sb, err = sandbox.connect(state.id)
+    if sb then sb:close() return nil, "it still connects" end
+  end
+  if err.code ~= "not_found" then return nil, "connecting failed otherwise: " .. tostring(err) end
+  return true
+end
+
+local function steps(state)
+  local list = {
+    { "", "compose the world: one ctx:use(overlay) on one sandbox", function()
+      local ctx = context.new()
+      state.ctx = ctx
+      ctx:use(require "dsh.providers.overlay", M.config(state.cloud, state.cwd))
+      C.ok_or(ctx:start())
+      state.id = C.ok_or(ctx.e2b:sandboxId())
+      return string.format("sandbox %s, cwd %s: e2b, fs, subprocess, bash, pty, lsp (%s), codeRuntime", state.id,
+        ctx.e2b.cwd, table.concat(ctx.lsp:providers(), ", "))
+    end },
+  }
+  local by_label = {}
+  for _, part in ipairs(M.PARTS) do
+    for _, step in ipairs(require(part).steps(state)) do by_label[step[1]] = step end
+  end
+  for _, label in ipairs(M.ORDER) do list[#list + 1] = assert(by_label[label], "no step " .. label) end
+  list[#list + 1] = { "17", "dispose: nothing in the host cwd, the sandbox gone", function()
+    local marker = ".dsh-poc-marker-" .. os.time()
+    local f = assert(io.open(state.cwd .. "/" .. marker, "w"))
+    f:write("host only\n")
+    f:close()
+    local r, err = state.ctx.bash:run { command = "test -e '" .. marker .. "' && echo visible || echo invisible" }
+    os.remove(state.cwd .. "/" .. marker)
+    C.ok_or(r, err, "bash")
+    C.check(r.stdout.text == "invisible\n", "the host's file %s is visible in the sandbox", marker)
+    local ctx = state.ctx
+    state.ctx = nil
+    C.ok_or(ctx:dispose())
+    for _, name in ipairs(FILES) do
+      local h = io.open(state.cwd .. "/" .. name)
+      if h then h:close() end
+      C.check(h == nil, "%s exists in the host cwd", name)
+    end
+    C.ok_or(sandbox_gone(state))
+    return string.format("the host cwd holds none of the %d files (nor did the sandbox see the host's); "
+      .. "sandbox %s not found", #FILES, state.id)
+  end }
+  return list
+end
 
 local function run(opts)
-  local state = { cloud = opts.cloud }
+  local state = { cloud = opts.cloud, cwd = host_cwd() }
   local list = steps(state)
-  for _, part in ipairs(M.PARTS) do
-    for _, step in ipairs(require(part).steps(state)) do table.insert(list, #list, step) end
-  end
-  print(string.format("dsh poc: one remote world on %s", state.cloud and "an E2B cloud sandbox" or "a local sandbox"))
+  print(string.format("dsh poc: the reference's live composition on %s",
+    state.cloud and "an E2B cloud sandbox" or "a local sandbox"))
   local total0 = loop.now_ms()
   local failed
   for i, step in ipairs(list) do
+    local title = (step[1] ~= "" and step[1] .. ". " or "") .. step[2]
     local t0 = loop.now_ms()
-    local ok, res = pcall(step[2])
+    local ok, res = pcall(step[3])
     local ms = loop.now_ms() - t0
     if ok then
-      print(string.format("  [%d/%d] %-66s ok %8.1f ms", i, #list, step[1], ms))
-      print("        " .. tostring(res))
+      print(string.format("  [%2d/%d] %-72s ok %8.1f ms", i, #list, title, ms))
+      print("          " .. tostring(res))
     else
       local why = type(res) == "table" and res.poc or tostring(res)
-      print(string.format("  [%d/%d] %-66s FAILED %.1f ms", i, #list, step[1], ms))
-      print("        " .. why)
-      failed = i
+      print(string.format("  [%2d/%d] %-72s FAILED %.1f ms", i, #list, title, ms))
+      print("          " .. why)
+      failed = { i = i, title = title }
       break
     end
     io.stdout:flush()
   end
   if state.ctx then state.ctx:dispose() end
   if failed then
-    print(string.format("poc: step %d failed", failed))
+    print(string.format("poc: step %d failed: %s", failed.i, failed.title))
     return 1
   end
   print(string.format("poc: all %d steps passed in %.1f ms", #list, loop.now_ms() - total0))

@@ -1,99 +1,167 @@
---- make poc's Code Mode steps: on the poc's composed context, add
--- ctx.codeRuntime (code-runtime-e2b), then run a Lua program and a
--- TypeScript program in the sandbox whose binding calls are served here,
--- and show that a program cannot forge frames or leave processes behind.
+--- dsh.poc.code_runtime: `make poc`'s Code Mode steps of the reference's
+-- live composition (§6.2 B 12-16) on the composed context's ctx.codeRuntime:
+-- binding calls and a typed BridgeError after the program mutated built-ins
+-- and globals, every way past the output cap (forged frames included) ending
+-- as output-limit, a wall-clock timeout and a live abort, an oversized boot
+-- and an oversized binding reply, and no runner left in the sandbox. In
+-- TypeScript, as the reference, when the sandbox has Node; in Lua otherwise.
+local async = require "dsh.async"
+local C = require "dsh.poc.check"
+local loop = require "dsh.loop"
+
 local M = {}
+local check = C.check
 
-local CODE = { computeMs = 1000, maxWallMs = 20000, maxOutputBytes = 65536, killGraceMs = 500,
-  luaLibraries = { "io", "os" } }
+--- The poc's code runtime config: the reference's (compute 500, output 4096,
+--- heap 128, frame 32768, kill grace 500), with a shorter wall clock so that
+--- step 14's timeout costs 3 s, not 5.
+M.CONFIG = { computeMs = 500, maxWallMs = 3000, maxOutputBytes = 4096, maxOldGenerationSizeMb = 128,
+  maxFrameBytes = 32768, killGraceMs = 500, luaLibraries = { "io", "os" } }
 
-local function fail(fmt, ...) error({ poc = string.format(fmt, ...) }, 0) end
+local function bridge(extra)
+  local fns = {
+    double = function(x) return x * 2 end,
+    fail = function() error("bridge failure", 0) end,
+  }
+  for k, v in pairs(extra or {}) do fns[k] = v end
+  return { { global = "bridge", functions = fns,
+    errorClass = { name = "BridgeError", memberNameProperty = "member" } } }
+end
 
--- Bindings over the same world: what the program reads is what ctx.fs wrote.
-local function bindings(ctx)
-  return { {
-    global = "tools",
-    functions = {
-      readFile = function(path)
-        local t, err = ctx.fs:readText(path)
-        if not t then error(err.message, 0) end
-        return t.text
-      end,
-      double = function(x) return x * 2 end,
+local PROGRAMS = {
+  typescript = {
+    mutated = [[
+      console.log("remote-log 你好", 42);
+      Object.prototype.polluted = true;
+      Array.prototype.push = function () { throw new Error("push"); };
+      Array.isArray = () => false;
+      Object.keys = () => []; Reflect.ownKeys = () => []; Object.getPrototypeOf = () => null;
+      Object.getOwnPropertyDescriptor = () => undefined; Object.defineProperty = () => { throw 1; };
+      JSON.stringify = () => "{}"; JSON.parse = () => null;
+      Map.prototype.get = () => undefined; Map.prototype.set = () => { throw 1; };
+      Set.prototype.has = () => true; Set.prototype.add = () => { throw 1; };
+      String.prototype.slice = () => ""; Number.isFinite = () => false; Number.isSafeInteger = () => false;
+      Object.is = () => false; Reflect.apply = () => { throw 1; }; globalThis.queueMicrotask = null;
+      console.log("post-mutation");
+      const doubled = await bridge.double(21);
+      let typed = false;
+      try { await bridge.fail(); } catch (e: any) {
+        typed = e instanceof BridgeError && e.member === "fail" && e.name === "BridgeError"
+          && e.message === "bridge failure";
+      }
+      return { doubled, typed };]],
+    logs = { "remote-log 你好 42", "post-mutation" },
+    output = {
+      { "4096 × 🙂 with a mutated string iterator",
+        [[String.prototype[Symbol.iterator] = function* () {}; console.log("🙂".repeat(4096));]] },
+      { "an 8 KiB prototype write",
+        [[Object.getPrototypeOf(process.stdout).write.call(process.stdout, "p".repeat(8192));]] },
+      { "a forged done frame plus 8 KiB on fd 1", [[const fs = process.getBuiltinModule("fs");
+        fs.writeSync(1, "eyJ0eXBlIjoiZG9uZSIsInZhbHVlIjpbMV19\n"); fs.writeSync(1, "w".repeat(8192));]] },
+      { "a child with inherited stdio writing 8 KiB",
+        [[process.getBuiltinModule("child_process").spawnSync("sh", ["-c", "head -c 8192 /dev/zero | tr '\\0' c"],
+          { stdio: "inherit" });]] },
     },
-    errorClass = { name = "ToolCallError", memberNameProperty = "toolName" },
-  } }
+    forever = "await new Promise(() => {});",
+    boot = "//" .. string.rep("b", 40000),
+    reply = "return await bridge.big();",
+  },
+  lua = {
+    mutated = [[
+      print("remote-log 你好", 42)
+      string.format, string.rep, table.concat = nil, nil, nil
+      tostring, type, pairs, ipairs, select = nil, nil, nil, nil, nil
+      setmetatable, error, pcall_ = nil, nil, pcall
+      print("post-mutation")
+      local doubled = bridge.double(21)
+      local ok, e = pcall_(bridge.fail)
+      return { doubled = doubled, typed = not ok and getmetatable(e) == BridgeError and e.member == "fail"
+        and e.message == "bridge failure" }]],
+    logs = { "remote-log 你好\t42", "post-mutation" },
+    output = {
+      { "4096 × 🙂", [[print(string.rep("🙂", 4096))]] },
+      { "an 8 KiB write", [[io.write(string.rep("p", 8192))]] },
+      { "a forged done frame plus 8 KiB on stdout",
+        [[io.stdout:write("eyJ0eXBlIjoiZG9uZSIsInZhbHVlIjpbMV19\n", string.rep("w", 8192)) io.stdout:flush()]] },
+      { "a child with inherited stdio writing 8 KiB", [[os.execute("head -c 8192 /dev/zero | tr '\\0' c")]] },
+    },
+    forever = "while true do bridge.nap() end",
+    boot = "--" .. string.rep("b", 40000),
+    reply = "return bridge.big()",
+  },
+}
+
+local function kind(r)
+  return r.error and r.error.kind or "none"
 end
 
-local function run(state, o)
-  local r = state.ctx.codeRuntime:run(o)
-  if r.error then fail("%s: %s", r.error.kind, r.error.message) end
-  return r
-end
-
---- The steps, in poc.lua's shape ({title, fn}); state.ctx is the started context.
+--- The steps, {label, title, fn} each; state.ctx is the composed context.
 function M.steps(state)
+  local function run(o)
+    o.language = state.lang
+    return state.ctx.codeRuntime:run(o)
+  end
+  local function P() return PROGRAMS[state.lang] end
   return {
-    { "add ctx.codeRuntime (Code Mode runners uploaded to the sandbox)", function()
-      local ctx = state.ctx
-      ctx:use(require "dsh.providers.code_runtime_e2b", CODE)
-      local ok, err = ctx:start()
-      if not ok then fail("%s", tostring(err)) end
-      local r = run(state, { program = "return 1" })
-      if r.value ~= 1 then fail("a first run returned %s", tostring(r.value)) end
-      return "runners in " .. ctx.e2b.runtimeRoot .. ", languages lua, typescript, javascript"
-    end },
-    { "Code Mode, Lua: a program reads a file through a host binding", function()
-      local r = run(state, { language = "lua", bindings = bindings(state.ctx), program = [[
-        local text = tools.readFile("from-fs.txt")
-        print("read " .. #text .. " bytes")
-        return { text = text, doubled = tools.double(21) }]] })
-      if not (r.value and r.value.text == "written-by-fs\n" and r.value.doubled == 42) then
-        fail("unexpected value")
+    { "12", "bindings and a typed BridgeError after the program mutates built-ins", function()
+      state.lang = "typescript"
+      local r = run { bindings = bridge(), program = P().mutated }
+      if r.error and r.error.message:find("needs Node.js", 1, true) then
+        state.lang = "lua" -- no Node in this sandbox: the same steps in Lua
+        r = run { bindings = bridge(), program = P().mutated }
       end
-      return string.format('logs ["%s"], value {text = "written-by-fs\\n", doubled = 42}', r.logs[1])
+      check(r.error == nil, "the run ended %s: %s", kind(r), r.error and r.error.message)
+      check(type(r.value) == "table" and r.value.doubled == 42 and r.value.typed == true, "the value was wrong")
+      local logs = P().logs
+      check(#r.logs == 2 and r.logs[1] == logs[1] and r.logs[2] == logs[2], "the logs were %s",
+        C.show(table.concat(r.logs, " | ")))
+      return string.format("%s: value {doubled = 42, typed = true}, logs %s", state.lang,
+        C.show(table.concat(r.logs, " | ")))
     end },
-    { "Code Mode, TypeScript: the same in a Node worker thread", function()
-      local r = state.ctx.codeRuntime:run { language = "typescript", bindings = bindings(state.ctx), program = [[
-        const text: string = await tools.readFile("from-fs.txt");
-        console.log(`read ${text.length} bytes`);
-        try { await tools.readFile("missing.txt"); } catch (e) {
-          console.log(e instanceof ToolCallError ? `ToolCallError from ${e.toolName}` : "untyped");
-        }
-        return { text, doubled: await tools.double(21) };]] }
-      if r.error then
-        if r.error.message:find("needs Node.js", 1, true) then
-          return "skipped: " .. r.error.message .. " (run scripts/install-node)"
-        end
-        fail("%s: %s", r.error.kind, r.error.message)
+    { "13", "every way past the output cap is output-limit", function()
+      local seen = {}
+      for _, case in ipairs(P().output) do
+        local r = run { program = case[2] }
+        check(kind(r) == "output-limit", "%s ended %s", case[1], kind(r))
+        seen[#seen + 1] = case[1]
       end
-      if not (r.value and r.value.text == "written-by-fs\n" and r.value.doubled == 42) then fail("unexpected value") end
-      return table.concat(r.logs, "; ")
+      return table.concat(seen, "; ") .. ": output-limit"
     end },
-    { "Code Mode: forged frames are logs; no process outlives a run", function()
-      local r = run(state, { program = [[
-        io.stdout:write("eyJ0eXBlIjoiZG9uZSIsInZhbHVlIjpbMV19\n") io.stdout:flush()
-        os.execute("echo from-a-child; sleep 300 &")
-        return "real result"]] })
-      if r.value ~= "real result" then fail("the forged frame won: %s", tostring(r.value)) end
-      local ps = state.ctx.e2b:exec { "/bin/bash", "-c", "ps -eo args=" }
-      if not ps or ps.stdout:find("sleep 300", 1, true) or ps.stdout:find("code-runtime-", 1, true) then
-        fail("a process survived the run")
-      end
-      return string.format('value "%s"; logs "%s"', r.value, (table.concat(r.logs):gsub("\n", "\\n")))
+    { "14", "a program that never finishes times out; a live abort", function()
+      local nap = bridge { nap = function() async.sleep(20) return true end }
+      local t0 = loop.now_ms()
+      local r = run { program = P().forever, bindings = nap }
+      check(kind(r) == "timeout" and r.error.message == "wall-clock ceiling reached (" .. M.CONFIG.maxWallMs .. "ms)",
+        "the run ended %s: %s", kind(r), r.error and r.error.message)
+      local ms = loop.now_ms() - t0
+      local ctl = async.controller()
+      local t = loop.timer(function() ctl:abort("live abort") end)
+      t:start(50)
+      r = run { program = P().forever, bindings = nap, signal = ctl.signal }
+      t:close()
+      check(kind(r) == "abort" and r.error.message == "live abort", "the aborted run ended %s: %s", kind(r),
+        r.error and r.error.message)
+      async.sleep(30) -- the last nap ends
+      return string.format('timeout after %.0f ms (wall-clock ceiling); aborted after 50 ms: "live abort"', ms)
     end },
-    { "Code Mode: CPU and output limits end runs with their kind", function()
-      local cr = state.ctx.codeRuntime
-      local kinds = {}
-      for _, p in ipairs {
-        "while true do end",
-        "print(string.rep('x', 100000))",
-      } do
-        local r = cr:run { program = p }
-        kinds[#kinds + 1] = r.error and r.error.kind or "none"
+    { "15", "an oversized boot and an oversized binding reply end the worker", function()
+      local r = run { program = P().boot }
+      check(kind(r) == "worker-exit", "a 40k-character boot ended %s", kind(r))
+      r = run { program = P().reply, bindings = bridge { big = function() return string.rep("r", 40000) end } }
+      check(kind(r) == "worker-exit", "a 40k-character reply ended %s", kind(r))
+      return "a 40k-character boot and a 40k-character reply: worker-exit"
+    end },
+    { "16", "no runner is left in the sandbox", function()
+      local sb = C.ok_or(state.ctx.e2b:getSandbox())
+      local list, err = sb.envd:list()
+      C.ok_or(list, err, "list")
+      for _, p in ipairs(list) do
+        local line = table.concat({ p.config and p.config.cmd or "", unpack(p.config and p.config.args or {}) }, " ")
+        check(not line:find("code-runtime-", 1, true), "still running: %s", line)
       end
-      if kinds[1] ~= "timeout" or kinds[2] ~= "output-limit" then fail("kinds %s", table.concat(kinds, ",")) end
-      return "busy loop -> timeout (computeMs 1000), 100 KB of output -> output-limit (64 KiB)"
+      local ps = C.exec(state.ctx, { "ps", "-eo", "args=" }).stdout
+      check(not ps:find("code-runtime-", 1, true), "ps shows a runner")
+      return string.format("%d processes listed, none mentions code-runtime-*", #list)
     end },
   }
 end

@@ -1,79 +1,81 @@
---- dsh.poc.lsp: `make poc`'s language-server steps, run on the poc's composed
--- context (state.ctx, with ctx.e2b, ctx.fs, ctx.subprocess and ctx.bash)
--- after its own steps and before disposal. Real clangd runs in the sandbox:
--- a file written through ctx.fs is what it analyses, positions are exact
--- UTF-16 columns past CJK and emoji, an edit made by Bash shows up in its
--- diagnostics, and a source that leads outside the workspace is refused.
+--- dsh.poc.lsp: `make poc`'s language-server steps of the reference's live
+-- composition (§6.2 B 6-8) on the composed context's ctx.lsp, with real
+-- clangd running in the sandbox: hover and definition at exact UTF-16
+-- positions past CJK, accents and emoji in a file named with a space and a #,
+-- a source swapped for a symlink to /etc/hosts right before the read, and a
+-- source one byte over the reader's 4000000-byte limit.
+local C = require "dsh.poc.check"
 local lsp = require "dsh.lsp"
-local tool = require "dsh.tools.lsp"
+local lsp_e2b = require "dsh.providers.lsp_e2b"
 
 local M = {}
+local check, ok_or = C.check, C.ok_or
 
+M.SERVERS = {
+  clangd = { command = "clangd", args = { "--log=error" }, extensionToLanguage = { [".c"] = "c" },
+    shutdownTimeoutMs = 1000, killGraceMs = 500 },
+}
+
+local FILE = "multibyte # file.c"
 local SOURCE = table.concat({
-  "/* 面积 🙂 — CJK and emoji before the symbol */",
-  "static int square_area(int side) { return side * side; }",
-  'int total(void) { const char *t = "你好🚀"; return square_area(3) + (t[0] == 0); }',
+  '/* 你好 café 🙂 */ static int square_area(int side) { return side * side; }',
+  'int total(void) { const char *t = "你好 café 🚀"; return square_area(3) + (t[0] == 0); }',
   "",
 }, "\n")
 
-local function check(cond, fmt, ...)
-  if not cond then error({ poc = string.format(fmt, ...) }, 0) end
+local function query(state, req)
+  req.workspaceRoot = state.ctx.e2b.cwd
+  return state.ctx.lsp:query(req)
 end
 
-local function ok_or(v, err, what)
-  if v == nil then error({ poc = (what and what .. ": " or "") .. tostring(err) }, 0) end
-  return v
-end
-
---- The steps: {title, fn} each; fn returns a line to show or raises {poc = why}.
+--- The steps, {label, title, fn} each; state.ctx is the composed context.
 function M.steps(state)
-  local function ws() return state.ctx.e2b.cwd end
-  local function run(input)
-    return ok_or(tool.run(state.ctx, input, { workspaceRoot = ws() }))
-  end
   return {
-    { "add ctx.lsp with clangd running in the sandbox", function()
-      local ctx = state.ctx
-      ctx:use(lsp.provider)
-      ctx:use(require "dsh.providers.lsp_e2b", { servers = {
-        clangd = { command = "clangd", args = { "--log=error" }, extensionToLanguage = { [".c"] = "c", [".h"] = "c" } },
-      } })
-      ok_or(ctx:start())
-      return "servers: " .. table.concat(ctx.lsp:providers(), ", ") .. " (.c, .h)"
-    end },
-    { "clangd analyses what ctx.fs wrote, at exact UTF-16 columns", function()
-      ok_or(state.ctx.fs:writeText("area.c", SOURCE))
+    { "6", "hover and definition across multibyte text (clangd in the sandbox)", function()
+      ok_or(state.ctx.fs:writeText(FILE, SOURCE))
       local call = lsp.position.from_index(SOURCE, (SOURCE:find("square_area(3)", 1, true)))
-      local text = run { operation = "goToDefinition", file_path = "area.c", line = call.line + 1,
-        character = call.character + 1 }
-      check(text == "area.c:2:12: static int square_area(int side) { return side * side; }",
-        "definition rendered as %q", text)
-      local hover = run { operation = "hover", file_path = "area.c", line = call.line + 1,
-        character = call.character + 1 }
-      check(hover:find("static int square_area(int side)", 1, true), "hover was %q", hover)
-      return string.format("call at 3:%d (UTF-16; byte column %d) -> %s", call.character + 1,
-        SOURCE:find("square_area(3)", 1, true) - SOURCE:find("int total", 1, true) + 1, text:match("^[^:]+:%d+:%d+"))
+      local decl = lsp.position.from_index(SOURCE, (SOURCE:find("square_area", 1, true)))
+      local h, err = query(state, { operation = "hover", filePath = FILE, position = call })
+      ok_or(h, err, "hover")
+      local contents = type(h.hover) == "table" and tostring(h.hover.contents) or ""
+      check(contents:find("square_area", 1, true) and contents:find("int side", 1, true), "hover was %s",
+        C.show(contents))
+      local d, derr = query(state, { operation = "goToDefinition", filePath = FILE, position = call })
+      ok_or(d, derr, "goToDefinition")
+      local range = d.locations and d.locations[1] and d.locations[1].range
+      check(range and range.start.line == 0 and range.start.character == decl.character
+        and range["end"].character == decl.character + #"square_area",
+        "the definition's range was %s", range and string.format("%d:%d-%d:%d", range.start.line,
+          range.start.character, range["end"].line, range["end"].character) or "missing")
+      check(d.locations[1].uri == lsp.uri.from_path(state.ctx.e2b.cwd .. "/" .. FILE), "the uri was %s",
+        tostring(d.locations[1].uri))
+      return string.format("hover at 1:%d names square_area(int side); definition 0:%d-0:%d (UTF-16; byte %d)",
+        call.character, range.start.character, range["end"].character, SOURCE:find("square_area", 1, true) - 1)
     end },
-    { "Bash breaks the file: diagnostics say so; ctx.fs repairs it", function()
-      local r = ok_or(state.ctx.bash:run { command = "sed -i 's/side \\* side/side * sidee/' area.c" })
-      check(r.exitCode == 0, "sed exited %s", tostring(r.exitCode))
-      local broken = run { operation = "diagnostics", file_path = "area.c" }
-      check(broken:find("error: Use of undeclared identifier 'sidee'", 1, true), "diagnostics were %q", broken)
-      ok_or(state.ctx.fs:writeText("area.c", SOURCE))
-      local fixed = run { operation = "diagnostics", file_path = "area.c" }
-      check(fixed == "No diagnostics.", "after the repair: %q", fixed)
-      for l in broken:gmatch("[^\n]+") do
-        if l:match("^area%.c:%d+:%d+: error: ") then return l end
+    { "7", "a source swapped for a symlink right before the read is refused", function()
+      ok_or(state.ctx.fs:writeText("swapped.c", "int x;\n"))
+      local swap_err
+      lsp_e2b._before_read = function(path)
+        lsp_e2b._before_read = nil
+        local r, err = state.ctx.bash:run { command = "rm -- '" .. path .. "' && ln -s /etc/hosts '" .. path .. "'" }
+        if not r or r.exitCode ~= 0 then swap_err = tostring(err or r.stderr.text) end
       end
-      return broken
+      local v, err = query(state, { operation = "hover", filePath = "swapped.c",
+        position = { line = 0, character = 4 } })
+      lsp_e2b._before_read = nil
+      check(swap_err == nil, "the swap failed: %s", tostring(swap_err))
+      check(v == nil and err and err.code == "LSP_INVALID_SOURCE" and err.message:find("opened safely", 1, true),
+        "the query gave %s", tostring(v and "a result" or err))
+      return err.code .. ": " .. err.message
     end },
-    { "a source that leads outside the workspace is refused", function()
-      local r = ok_or(state.ctx.bash:run { command = "ln -sf /etc/hosts hosts.c" })
-      check(r.exitCode == 0, "ln exited %s", tostring(r.exitCode))
-      local v, err = tool.run(state.ctx, { operation = "hover", file_path = "hosts.c", line = 1, character = 1 },
-        { workspaceRoot = ws() })
-      check(v == nil and err and err.code == "LSP_INVALID_SOURCE", "got %s", tostring(v or err))
-      return tool.render_error(err)
+    { "8", "a source over the 4000000-byte limit is refused", function()
+      local sb = ok_or(state.ctx.e2b:getSandbox())
+      ok_or(sb.envd:write_file(state.ctx.e2b.cwd .. "/big.c", ("a"):rep(4000001)))
+      local v, err = query(state, { operation = "hover", filePath = "big.c", position = { line = 0, character = 0 } })
+      check(v == nil and err and err.code == "LSP_INVALID_SOURCE"
+        and err.message == 'source "big.c" is 4000001 bytes, over the 4000000-byte limit',
+        "the query gave %s", tostring(v and "a result" or err))
+      return err.message
     end },
   }
 end

@@ -1,82 +1,69 @@
---- dsh.poc.pty: the terminal steps of `make poc`, run on the composed
--- context of dsh.poc (its sandbox, fs and Bash) before it is disposed.
+--- dsh.poc.pty: `make poc`'s terminal steps of the reference's live
+-- composition (§6.2 A, 9, 10, 11) on the composed context's ctx.pty: the
+-- environment scrub, multibyte output, SIGINT to the foreground job with the
+-- shell surviving, and a TERM-immune job gone once the terminal is killed.
 local async = require "dsh.async"
+local C = require "dsh.poc.check"
 
 local M = {}
+local check, ok_or = C.check, C.ok_or
 
-local function check(cond, fmt, ...)
-  if not cond then error({ poc = string.format(fmt, ...) }, 0) end
+local AGENT = { id = "poc-agent" }
+
+local function send(ctx, id, text)
+  local op, err = ctx.pty:startSend(AGENT, id, { text = text, submit = true })
+  ok_or(op, err, "startSend")
+  local r, werr = op:wait()
+  return ok_or(r, werr, "send")
 end
 
-local function ok_or(v, err, what)
-  if v == nil then error({ poc = (what and what .. ": " or "") .. tostring(err) }, 0) end
-  return v
-end
-
-local function send(state, text)
-  local op = ok_or(state.ctx.pty:startSend(state.agent, state.term.id, { text = text, submit = true }))
-  return ok_or(op:wait())
-end
-
---- The steps: {title, fn} each, fn returning what it showed.
+--- The steps, {label, title, fn} each; state.ctx is the composed context.
 function M.steps(state)
   return {
-    { "a terminal on the same sandbox (ctx.pty, pty-e2b), ready at its prompt", function()
+    { "A", "a terminal's environment is scrubbed", function()
       local ctx = state.ctx
-      ctx:use(require("dsh.pty").provider)
-      ctx:use(require "dsh.providers.pty_e2b", { pollIntervalMs = 25, idleSilenceMs = 2000, timeoutMs = 10000,
-        disposeGraceMs = 1000 })
-      ok_or(ctx:start())
-      state.agent = { id = "poc-agent" }
-      state.term = ok_or(ctx.pty:spawn(state.agent, { type = "shell", name = "poc" }))
-      local r = send(state, [[printf 'PTY-你好 NPM=<%s>\n' "$NPM_TOKEN"]])
-      check(r.waitReason == "stdin_read" and r.viewport:find("PTY-你好 NPM=<>", 1, true),
-        "the terminal gave %s: %q", r.waitReason, r.viewport)
-      return string.format("%s ready (%s); printed PTY-你好, the secret scrubbed", state.term.id, r.waitReason)
+      local s = ok_or(ctx.pty:spawn(AGENT, { type = "shell", name = "scrub" }))
+      local r = send(ctx, s.id, [[echo "NPM=<$NPM_TOKEN> DSH=<$DSH_STALE> KEEP=<$KEEP>"]])
+      ok_or(ctx.pty:kill(AGENT, s.id))
+      check(r.viewport:find("NPM=<> DSH=<> KEEP=<visible>", 1, true), "the terminal showed %s", C.show(r.viewport))
+      check(not r.viewport:find("sentinel", 1, true), "a sentinel reached the terminal")
+      return "the viewport shows NPM=<> DSH=<> KEEP=<visible>, no sentinel"
     end },
-    { "the terminal lists what fs wrote; fs and Bash read what it wrote", function()
-      ok_or(state.ctx.fs:writeText("for-the-terminal.txt", "from fs\n", { createIfAbsent = true }))
-      local r = send(state, "ls for-the-terminal.txt && echo from-the-terminal > from-pty.txt")
-      check(r.viewport:find("for-the-terminal.txt", 1, true), "ls printed %q", r.viewport)
-      local t = ok_or(state.ctx.fs:readText("from-pty.txt"))
-      local b = ok_or(state.ctx.bash:run { command = "cat from-pty.txt" })
-      check(t.text == "from-the-terminal\n" and b.stdout.text == t.text, "fs read %q, bash %q", t.text,
-        b.stdout.text)
-      return "ls found for-the-terminal.txt; fs and bash read \"from-the-terminal\""
-    end },
-    { "SIGINT reaches the foreground job; the shell survives", function()
-      local op = ok_or(state.ctx.pty:startSend(state.agent, state.term.id, { text = "sleep 30", submit = true }))
-      async.sleep(150)
-      local d = ok_or(state.ctx.pty:signal(state.agent, state.term.id, "INT"))
-      local r = ok_or(op:wait())
+    { "9", "a shell with a motd prints multibyte output and reads stdin", function()
+      local ctx = state.ctx
+      state.term = ok_or(ctx.pty:spawn(AGENT, { type = "shell", name = "poc" }))
+      check(type(state.term.motd) == "string" and #state.term.motd > 0, "the shell had no motd")
+      local r = send(ctx, state.term.id, "printf 'PTY-你好\\n'")
+      check(r.viewport:find("PTY-你好", 1, true), "the viewport: %s", C.show(r.viewport))
+      check(r.waitReason == "stdin_read", "the send ended %s", tostring(r.waitReason))
       check(r.sessionStatus.kind == "running", "the shell is %s", r.sessionStatus.kind)
-      local after = send(state, "echo status=$?")
-      check(after.viewport:find("status=130", 1, true), "after the interrupt: %q", after.viewport)
-      return string.format("SIGINT to group %d (not the shell's %d); sleep ended 130, wait %s", d.targetPgid,
-        state.term.pid, r.waitReason)
+      return string.format("%s (pid %d) printed PTY-你好; %s; running", state.term.id, state.term.pid, r.waitReason)
     end },
-    { "the screen shows a full-screen program", function()
-      local op = ok_or(state.ctx.pty:startSend(state.agent, state.term.id, {
-        text = [[printf '\033[?1049h\033[H%s\n%s\n' "FULL SCREEN" "line two"; read x; printf '\033[?1049l']],
-        submit = true }))
-      local w = ok_or(state.ctx.pty:waitFor(state.agent, state.term.id, { pattern = "FULL SCREEN\nline two",
-        plain = true, timeoutMs = 5000 }))
-      check(w.matched and w.screen.altscreen and w.screen.lines[1] == "FULL SCREEN", "the screen: %s",
-        table.concat(w.screen.lines, "|"))
-      ok_or(state.ctx.pty:signal(state.agent, state.term.id, "INT"))
-      ok_or(op:wait())
-      return string.format("rows 1-2: %q, %q; cursor at row %d (alternate screen)", w.screen.lines[1],
-        w.screen.lines[2], w.screen.cursor.row + 1)
+    { "10", "SIGINT reaches the foreground job; the shell survives", function()
+      local ctx, id = state.ctx, state.term.id
+      local op = ok_or(ctx.pty:startSend(AGENT, id, { text = "sleep 30", submit = true }))
+      async.sleep(150)
+      local d = ok_or(ctx.pty:signal(AGENT, id, "SIGINT"))
+      check(d.delivered == true and d.targetPgid > 0, "the signal was not delivered to a group")
+      local r = ok_or(op:wait())
+      check(r.waitReason == "stdin_read" or r.waitReason == "inferred_idle", "the send ended %s", r.waitReason)
+      check(r.sessionStatus.kind == "running", "the shell is %s", r.sessionStatus.kind)
+      return string.format("delivered to group %d (the shell is %d); %s; running", d.targetPgid, state.term.pid,
+        r.waitReason)
     end },
-    { "closing the terminal leaves nothing (a TERM-immune job included)", function()
-      local r = send(state, "(trap '' TERM HUP; exec -a dsh-poc-job sleep 300) & echo job=$!")
+    { "11", "a TERM-immune job is gone once the terminal is killed", function()
+      local ctx, id = state.ctx, state.term.id
+      local r = send(ctx, id, "(trap '' TERM; exec -a dsh-immune-job sleep 300) & echo job=$!")
       local job = tonumber(r.viewport:match("job=(%d+)"))
-      check(job ~= nil, "no job pid in %q", r.viewport)
-      ok_or(state.ctx.pty:kill(state.agent, state.term.id))
-      local b = ok_or(state.ctx.bash:run {
-        command = "kill -0 " .. job .. " 2>/dev/null && echo alive || echo gone" })
-      check(b.stdout.text == "gone\n", "the job %d is %s", job, b.stdout.text)
-      return "job " .. job .. " and the shell " .. state.term.pid .. " are gone"
+      check(job ~= nil, "no job pid in %s", C.show(r.viewport))
+      local back = ok_or(ctx.pty:read(AGENT, id, { count = 50 }))
+      check(back.text:find("PTY-你好", 1, true), "the scrollback lost step 9's output")
+      local seen = C.bash(ctx, "ps -o args= -p " .. job)
+      check(seen.stdout.text == "dsh-immune-job 300\n", "Bash sees %s", C.show(seen.stdout.text))
+      check(ctx.pty:kill(AGENT, id) == true, "kill found the terminal ended")
+      local gone = C.bash(ctx, "kill -0 " .. job .. " 2>/dev/null && echo alive || echo gone")
+      check(gone.stdout.text == "gone\n", "the job %d is %s", job, gone.stdout.text)
+      return string.format("Bash saw job %d in the same sandbox; after pty.kill it is gone", job)
     end },
   }
 end
