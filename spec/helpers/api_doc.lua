@@ -70,7 +70,7 @@ function M.modules()
     local base = f:match("^([%w_]+)%.lua$")
     if base and public_name(base) and base ~= "init" then add("dsh." .. base) end
     local attr = lfs.attributes(M.root .. "/lua/dsh/" .. f)
-    if attr and attr.mode == "directory" and public_name(f) and f ~= "providers"
+    if attr and attr.mode == "directory" and f:match("^[%w_]+$") and public_name(f) and f ~= "providers"
         and lfs.attributes(M.root .. "/lua/dsh/" .. f .. "/init.lua") then
       add("dsh." .. f)
     end
