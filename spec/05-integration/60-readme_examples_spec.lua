@@ -1,5 +1,5 @@
 -- Every ```lua block of README.md runs as printed, in a fresh `luajit`
--- started the way the README says (LUA_PATH as `make env` prints it), against
+-- started the way the README says (after `eval "$(make -s env)"`), against
 -- real local sandboxes in an isolated $DSH_STATE_DIR:
 --   * a block is a whole program; a block whose first line is `-- continued`
 --     is appended to the program of the block before it (one program, run
@@ -71,8 +71,9 @@ local function run_program(p)
   local dir = helpers.tmpdir()
   helpers.write_file(dir .. "/example.lua", table.concat(p.lines, "\n") .. "\n")
   local root = helpers.root
-  local cmd = string.format("cd '%s' && LUA_PATH='%s/lua/?.lua;%s/lua/?/init.lua;;' DSH_HOME='%s' "
-    .. "timeout 300 luajit '%s/example.lua' 2>'%s/stderr'; echo \"__exit=$?\"", root, root, root, root, dir, dir)
+  -- The README's own setup line, as a user types it.
+  local cmd = string.format("cd '%s' && eval \"$(make -s env)\" && "
+    .. "timeout 300 luajit '%s/example.lua' 2>'%s/stderr'; echo \"__exit=$?\"", root, dir, dir)
   local f = io.popen(cmd)
   local out = f:read("*a")
   f:close()
