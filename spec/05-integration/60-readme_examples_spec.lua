@@ -126,6 +126,23 @@ describe("README.md examples", function()
     end
   end
 
+  it("names only catalogued error codes", function()
+    -- Upper-case words in backticks are error codes, except these names of
+    -- environment variables and parts of them (the scrub's rules).
+    local not_codes = { E2B_API_KEY = true, DSH_ = true, KEY = true, PASSWORD = true, SECRET = true,
+      TOKEN = true, VAR = true }
+    local errors = require "dsh.errors"
+    local bad, seen = {}, 0
+    for word in text:gmatch("`([%u][%u%d_]*)`") do
+      if not not_codes[word] then
+        seen = seen + 1
+        if not errors.known(word) then bad[#bad + 1] = word end
+      end
+    end
+    assert.is_true(seen > 0)
+    assert(#bad == 0, README .. " names codes missing from dsh.errors.CATALOGUE: " .. table.concat(bad, ", "))
+  end)
+
   it("says which examples it did not run, and why", function()
     -- Printed so that a green run shows what it skipped.
     for _, s in ipairs(skipped) do print("\nREADME example not run: " .. s) end
