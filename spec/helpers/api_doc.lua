@@ -217,6 +217,7 @@ function M.skeleton(item)
   for _, l in ipairs(joined) do
     local name, ty, rest = l:match("^@param%s+([%w_.?]+)%s+(%b{}[|%w]*)%s*(.*)$")
     if not name then name, ty, rest = l:match("^@param%s+([%w_.?]+)%s+(%S+)%s*(.*)$") end
+    if ty and ty:sub(-1) == "," then ty, rest = ty .. " " .. rest, "" end -- fun():a, b
     local r = l:match("^@return%s+(.*)$")
     if name then
       local bare = name:gsub("%?$", "")
