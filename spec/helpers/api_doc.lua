@@ -14,7 +14,8 @@
 --     name starting with `_` (private by the project's convention), never the
 --     command line's own modules (COMMAND_LINE: documented as `dsh` commands);
 --     other submodules are internal parts of their parent (dsh.sandbox.bwrap,
---     dsh.fs._read, ...);
+--     dsh.fs._read, ...); providers (dsh.providers.*) are documented by the
+--     service they publish (SERVICES), walked on a composed context;
 --   * functions: the function-valued fields of a module table or service (its
 --     metatable's __index tables included) and the methods (`Class:name`) an
 --     object's class defines in its source, whose names do not start with `_`.
