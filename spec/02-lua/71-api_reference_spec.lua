@@ -2,7 +2,8 @@
 -- time (spec/helpers/api_doc.lua states the rule: public modules required
 -- and walked, a context composed with every service on a real local sandbox
 -- and its service tables walked, object classes read from their source) and
--- compared with the headings of docs/api.md, both ways; every error code
+-- compared with the headings of docs/api.md, both ways (and each documented
+-- function has a description); every error code
 -- docs/api.md names on an `Errors:` line or in its catalogue must be in
 -- dsh.errors.CATALOGUE, and every catalogued code must be in its catalogue.
 local api = require "helpers.api_doc"
@@ -62,7 +63,9 @@ describe("docs/api.md", function()
     end
     local missing = {}
     for _, it in ipairs(inventory) do
-      if not documented[key(it.receiver, it.sep, it.name)] then missing[#missing + 1] = api.skeleton(it) end
+      if not documented[key(it.receiver, it.sep, it.name)] then
+        missing[#missing + 1] = "(" .. it.file .. ":" .. it.line .. ")\n" .. api.skeleton(it)
+      end
     end
     assert(#missing == 0, #missing .. " public functions are not in " .. DOC
       .. "; a section for each, from its doc comment:\n\n" .. table.concat(missing, "\n"))
@@ -92,6 +95,24 @@ describe("docs/api.md", function()
       end
     end
     assert(#bad == 0, table.concat(bad, "\n"))
+  end)
+
+  it("says something about every function it documents", function()
+    local empty, heading, body, n, at = {}, nil, false, 0, 0
+    local function close()
+      if heading and not body then empty[#empty + 1] = DOC .. ":" .. at .. ": " .. heading .. " has no text" end
+    end
+    for l in (text .. "\n"):gmatch("(.-)\n") do
+      n = n + 1
+      if l:match("^##") then
+        close()
+        heading, body, at = l:match("^### (.*)$"), false, n
+      elseif l:match("%S") then
+        body = true
+      end
+    end
+    close()
+    assert(#empty == 0, table.concat(empty, "\n"))
   end)
 
   it("names only catalogued error codes, and catalogues every one", function()
