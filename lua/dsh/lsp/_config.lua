@@ -50,7 +50,8 @@ local function server(prefix, id, s)
   for k in pairs(s) do
     if not KEYS[k] then
       local near = type(k) == "string" and schema.closest(k, KEY_LIST)
-      fail(prefix, 'servers.%s: unknown key "%s"%s', id, tostring(k), near and (' (did you mean "' .. near .. '"?)') or "")
+      local hint = near and (' (did you mean "' .. near .. '"?)') or ""
+      fail(prefix, 'servers.%s: unknown key "%s"%s', id, tostring(k), hint)
     end
   end
   if type(s.command) ~= "string" or s.command == "" then fail(prefix, "servers.%s.command must be non-empty", id) end
