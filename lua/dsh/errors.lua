@@ -140,6 +140,11 @@ M.CATALOGUE = {
     CODE_RUNTIME_UNAVAILABLE = "run_code: the context has no ctx.codeRuntime",
     CODE_RUN_FAILED = "run_code: the run ended with an error result (err.kind, err.logs)",
   },
+  -- The tool registry (dsh.tools): what a model asked for that is not there.
+  tools = {
+    TOOL_UNKNOWN = "the model called a tool the registry does not list",
+    TOOL_UNAVAILABLE = "the tool needs a service the context does not have (the message names it)",
+  },
   -- Host system calls (dsh.sysutil): err.errno and the function named in the message.
   sys = {
     NOT_FOUND = "no such file, directory or variable on the host (ENOENT, ENOTDIR)",
