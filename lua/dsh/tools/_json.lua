@@ -65,10 +65,14 @@ local function decode(s)
           if cp >= 0xD800 and cp <= 0xDBFF then
             local lo = s:match("^\\u(%x%x%x%x)", pos)
             local low = lo and tonumber(lo, 16)
-            if not low or low < 0xDC00 or low > 0xDFFF then fail("unpaired surrogate in \\u escape") end
+            if not low or low < 0xDC00 or low > 0xDFFF then
+              pos = i
+              fail("unpaired surrogate in \\u escape")
+            end
             cp = 0x10000 + (cp - 0xD800) * 0x400 + (low - 0xDC00)
             pos = pos + 6
           elseif cp >= 0xDC00 and cp <= 0xDFFF then
+            pos = i
             fail("unpaired surrogate in \\u escape")
           end
           parts[#parts + 1] = utf8_of(cp)
