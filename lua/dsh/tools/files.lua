@@ -143,7 +143,7 @@ local function excerpt(after, new_string)
   if not at or new_string == "" then return nil end
   local lines = split_lines(after)
   local first = select(2, after:sub(1, at - 1):gsub("\n", "")) + 1
-  local last = first + select(2, new_string:gsub("\n", ""))
+  local last = first + select(2, new_string:gsub("\n$", ""):gsub("\n", ""))
   first, last = math.max(1, first - 2), math.min(#lines, last + 2)
   if last - first >= 12 then last = first + 11 end
   if first > last then return nil end
