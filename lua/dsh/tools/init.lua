@@ -282,17 +282,18 @@ function M.call(ctx, name, args, opts)
     if t.name == name then tool = t end
   end
   if not tool then
+    local available = #names > 0 and table.concat(names, ", ") or "none"
     local entry = CATALOGUE[name]
     if entry and ctx[entry.service] == nil then
       local err = errors.new("TOOL_UNAVAILABLE", string.format("%s is not available here (it needs ctx.%s)",
         name, entry.service))
-      return failure(err, "Error: " .. err.message .. ". Available tools: " .. table.concat(names, ", ") .. ".",
+      return failure(err, "Error: " .. err.message .. ". Available tools: " .. available .. ".",
         name)
     end
     local near = schema.closest(name, names)
     local err = errors.new("TOOL_UNKNOWN", string.format('there is no tool "%s"%s', name,
       near and string.format(' (did you mean "%s"?)', near) or ""))
-    return failure(err, "Error: " .. err.message .. ". Available tools: " .. table.concat(names, ", ") .. ".", name)
+    return failure(err, "Error: " .. err.message .. ". Available tools: " .. available .. ".", name)
   end
   local decoded = args
   if type(args) == "string" then
