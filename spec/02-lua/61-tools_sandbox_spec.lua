@@ -89,6 +89,33 @@ describe("dsh.tools on a local sandbox", function()
     end)
   end)
 
+  it("reads long lines, CRLF files and big files within its bounds", function()
+    helpers.run(function()
+      local files = require "dsh.tools.files"
+      local long = string.rep("é", 1500) -- 3000 bytes: cut at 2000, on a code point boundary
+      assert(ctx.fs:writeText("long.txt", "short\r\n" .. long .. "\r\nlast without newline"))
+      local r = ok("read", { path = "long.txt" })
+      assert.equal("     1\tshort\n     2\t" .. string.rep("é", 1000) .. "… [line cut: 3000 bytes]\n"
+        .. "     3\tlast without newline", r.text)
+      assert.equal(3, r.data.totalLines)
+      local lines = {}
+      for i = 1, 5000 do lines[i] = string.format("%04d %s", i, string.rep("x", 95)) end
+      assert(ctx.fs:writeText("big.txt", table.concat(lines, "\n") .. "\n"))
+      local saved = files.MAX_READ_BYTES
+      files.MAX_READ_BYTES = 1000
+      r = call("read", { path = "big.txt", offset = 4001 })
+      files.MAX_READ_BYTES = saved
+      assert.is_false(r.isError)
+      local shown = select(2, r.text:gsub("\n", "\n"))
+      assert.equal(10, shown) -- 10 lines of 100 bytes, then the note
+      assert.matches("\n%[lines 4001%-4010 of 5000; output limit of 1000 bytes; offset 4011 reads on%]$", r.text)
+      assert.same({ 4001, 4010, 5000 }, { r.data.startLine, r.data.endLine, r.data.totalLines })
+      r = ok("read", { path = "big.txt", offset = 4999 })
+      assert.equal("  4999\t4999 " .. string.rep("x", 95) .. "\n  5000\t5000 " .. string.rep("x", 95)
+        .. "\n[lines 4999-5000 of 5000]", r.text)
+    end)
+  end)
+
   it("never lets the model overwrite what it has not seen", function()
     helpers.run(function()
       assert(ctx.bash:run { command = "printf 'from bash\\n' > made-by-bash.txt" })

@@ -19,6 +19,7 @@ local M = {}
 M.DEFAULT_LIMIT = 2000       -- lines read returns when the model gives no limit
 M.MAX_LINE_CHARS = 2000      -- bytes of one line read shows before cutting it
 M.MAX_LIST_ENTRIES = 1000    -- entries list shows
+M.MAX_READ_BYTES = 262144    -- text read returns (about; whole lines)
 
 local PATH = { type = "string", description = "The file's path, absolute or relative to the workspace." }
 
@@ -43,17 +44,20 @@ local function split_lines(text)
   return lines
 end
 
--- Cut a line to max bytes on a UTF-8 boundary.
-local function cut_line(s, max)
-  if #s <= max then return s end
+-- Cut a line (s: its first bytes, len: its whole length) to max bytes on a
+-- UTF-8 boundary.
+local function cut_line(s, len, max)
+  if len <= max then return s end
   local i = max + 1
   while i > 1 and s:byte(i) and s:byte(i) >= 0x80 and s:byte(i) < 0xC0 do i = i - 1 end
-  return s:sub(1, i - 1) .. string.format("… [line cut: %d bytes]", #s)
+  return s:sub(1, i - 1) .. string.format("… [line cut: %d bytes]", len)
 end
 
 local function numbered(lines, first, last)
   local out = {}
-  for i = first, last do out[#out + 1] = string.format("%6d\t%s", i, cut_line(lines[i], M.MAX_LINE_CHARS)) end
+  for i = first, last do
+    out[#out + 1] = string.format("%6d\t%s", i, cut_line(lines[i], #lines[i], M.MAX_LINE_CHARS))
+  end
   return table.concat(out, "\n")
 end
 
@@ -70,29 +74,73 @@ M.read = {
   }, { "offset", "limit" }),
 }
 
+-- Stream the file, keeping only lines first..last (each at most
+-- MAX_LINE_CHARS bytes and their whole length) while the kept text stays
+-- within MAX_READ_BYTES, and count every line. Returns the stream's
+-- {displayPath, targetKey, version}, the kept lines and the count.
+local function read_lines(fs, path, first, last, opts)
+  local s, err = fs:readTextStream(path, { signal = opts and opts.signal })
+  if not s then return nil, err end
+  local kept, bytes, n = {}, 0, 0
+  local cur, cur_len, cr = {}, 0, false
+  local function wanted() return n + 1 >= first and n + 1 <= last and bytes <= M.MAX_READ_BYTES end
+  local function finish()
+    n = n + 1
+    if n >= first and n <= last and bytes <= M.MAX_READ_BYTES then
+      local text = table.concat(cur)
+      if cr then -- the CR of a CRLF line is not shown
+        cur_len = cur_len - 1
+        if #text > cur_len then text = text:sub(1, cur_len) end
+      end
+      kept[#kept + 1] = { text = text, len = cur_len, n = n }
+      bytes = bytes + math.min(cur_len, M.MAX_LINE_CHARS) + 8
+    end
+    cur, cur_len, cr = {}, 0, false
+  end
+  while true do
+    local piece, perr = s:next()
+    if not piece then
+      s:close()
+      if perr then return nil, perr end
+      break
+    end
+    local pos = 1
+    while pos <= #piece do
+      local nl = piece:find("\n", pos, true)
+      local seg = piece:sub(pos, (nl or #piece + 1) - 1)
+      local room = M.MAX_LINE_CHARS + 8 - cur_len
+      if wanted() and room > 0 then cur[#cur + 1] = seg:sub(1, room) end
+      cur_len = cur_len + #seg
+      if #seg > 0 then cr = seg:byte(-1) == 13 end
+      if nl then finish() end
+      pos = nl and nl + 1 or #piece + 1
+    end
+  end
+  if cur_len > 0 then finish() end
+  return s, kept, n
+end
+
 function M.read.run(ctx, args, opts)
-  local fs = ctx.fs
-  local r, err = fs:readText(args.path, { signal = opts and opts.signal })
-  if not r then return nil, err end
-  local key, display = key_of(fs, args.path)
-  if key then versions(opts)[key] = r.version end
-  local lines = split_lines(r.text)
-  local data = { path = display or args.path, version = r.version, totalLines = #lines }
-  if #lines == 0 then
-    data.startLine, data.endLine = 0, 0
-    return "(empty file)", nil, data
-  end
   local first = args.offset or 1
-  if first > #lines then
+  local last = first + (args.limit or M.DEFAULT_LIMIT) - 1
+  local s, kept, total = read_lines(ctx.fs, args.path, first, last, opts)
+  if not s then return nil, kept end
+  versions(opts)[s.targetKey] = s.version
+  local data = { path = s.displayPath, version = s.version, totalLines = total, startLine = 0, endLine = 0 }
+  if total == 0 then return "(empty file)", nil, data end
+  if first > total then
     return nil, errors.new("INVALID_ARGUMENT", string.format(
-      "read: offset %d is past the end of the file (%d lines)", first, #lines))
+      "read: offset %d is past the end of the file (%d lines)", first, total))
   end
-  local last = math.min(#lines, first + (args.limit or M.DEFAULT_LIMIT) - 1)
-  data.startLine, data.endLine = first, last
-  local text = numbered(lines, first, last)
-  if first > 1 or last < #lines then
-    text = text .. string.format("\n[lines %d-%d of %d%s]", first, last, #lines,
-      last < #lines and string.format("; offset %d reads on", last + 1) or "")
+  local out = {}
+  for i, l in ipairs(kept) do out[i] = string.format("%6d\t%s", l.n, cut_line(l.text, l.len, M.MAX_LINE_CHARS)) end
+  local shown_last = kept[#kept].n
+  data.startLine, data.endLine = first, shown_last
+  local text = table.concat(out, "\n")
+  if first > 1 or shown_last < total then
+    text = text .. string.format("\n[lines %d-%d of %d%s%s]", first, shown_last, total,
+      shown_last < last and shown_last < total and string.format("; output limit of %d bytes", M.MAX_READ_BYTES)
+        or "", shown_last < total and string.format("; offset %d reads on", shown_last + 1) or "")
   end
   return text, nil, data
 end
@@ -110,14 +158,13 @@ M.write = {
 
 function M.write.run(ctx, args, opts)
   local fs = ctx.fs
-  local key = key_of(fs, args.path)
+  local key, display = key_of(fs, args.path)
   local known = key and versions(opts)[key]
   local w, err = fs:writeText(args.path, args.content, { signal = opts and opts.signal,
     createIfAbsent = not known or nil, replaceIfVersion = known or nil })
   if not w then return nil, err end
   if key then versions(opts)[key] = w.version end
   local n = #split_lines(args.content)
-  local _, display = key_of(fs, args.path)
   return string.format("%s %s (%d line%s, %d bytes)", w.operation == "create" and "Created" or "Updated",
     display or args.path, n, n == 1 and "" or "s", #args.content), nil,
     { path = display or args.path, operation = w.operation, version = w.version }
