@@ -122,7 +122,8 @@ describe("dsh.tools on a local sandbox", function()
       local r = call("write", { path = "made-by-bash.txt", content = "clobbered\n" })
       assert.is_true(r.isError)
       assert.equal("FS_NOT_OBSERVED", r.error.code)
-      assert.matches("Error: .*%. The file exists and you have not read it: read it first", r.text)
+      assert.equal('Error: "' .. ctx.fs.cwd .. '/made-by-bash.txt" already exists; read it before overwriting it',
+        r.text)
       assert.equal("from bash\n", assert(ctx.fs:readText("made-by-bash.txt")).text)
       -- read first, then it may
       ok("read", { path = "made-by-bash.txt" })
@@ -132,7 +133,7 @@ describe("dsh.tools on a local sandbox", function()
       r = call("write", { path = "made-by-bash.txt", content = "again\n" })
       assert.equal("FS_STALE_VERSION", r.error.code)
       assert.equal('Error: "' .. ctx.fs.cwd .. '/made-by-bash.txt" has changed since it was read. '
-        .. "Read the file again before you change it.", r.text)
+        .. "Read it again before you change it (write creates a file that does not exist).", r.text)
       r = call("edit", { path = "made-by-bash.txt", old_string = "replaced", new_string = "x" })
       assert.equal("FS_STALE_VERSION", r.error.code)
       assert.equal("replaced\nmore\n", assert(ctx.fs:readText("made-by-bash.txt")).text)
@@ -157,6 +158,10 @@ describe("dsh.tools on a local sandbox", function()
           "old_string matched 2 times. Add surrounding lines to old_string so that it matches once, or set" },
         { "edit", { path = "a.txt", old_string = "x", new_string = "x" }, "INVALID_ARGUMENT",
           "edit: old_string and new_string are the same" },
+        { "read", { path = " " }, "INVALID_ARGUMENT", "read: path must not be empty" },
+        { "write", { path = "a\0b", content = "" }, "INVALID_ARGUMENT", "write: path must not contain a NUL byte" },
+        { "edit", { path = "gone.txt", old_string = "a", new_string = "b" }, "FS_STALE_VERSION",
+          "does not exist. Read it again before you change it (write creates a file that does not exist)." },
         { "read", { path = "a.txt", offset = 9 }, "INVALID_ARGUMENT",
           "offset 9 is past the end of the file (2 lines)" },
       }

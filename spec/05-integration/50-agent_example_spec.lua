@@ -51,7 +51,7 @@ describe("examples/agent.lua", function()
       '> bash {"comand": "ls"}\n',
       '! Error: bash: unknown parameter "comand" (did you mean "command"?). Parameters: command (string, required)',
       "> bash ", "< (no output)\n    [exit code 0]\n",
-      "> write ", '! Error: "/home/user/workspace/hello.c" has changed since it was read. Read the file again',
+      "> write ", '! Error: "/home/user/workspace/hello.c" has changed since it was read. Read it again before',
       "> bash ", "< Started in the background as bash-1.",
       "> terminal_open ", "< started terminal session pty-1 (main) [type: shell]\n",
       "> terminal_send ", "    /tmp\n", "    [wait: stdin_read]\n",

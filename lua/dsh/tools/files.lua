@@ -23,6 +23,13 @@ M.MAX_READ_BYTES = 262144    -- text read returns (about; whole lines)
 
 local PATH = { type = "string", description = "The file's path, absolute or relative to the workspace." }
 
+-- nil, or an INVALID_ARGUMENT failure for a path no file can have.
+local function bad_path(tool, path)
+  if not path:find("%S") then return errors.new("INVALID_ARGUMENT", tool .. ": path must not be empty") end
+  if path:find("%z") then return errors.new("INVALID_ARGUMENT", tool .. ": path must not contain a NUL byte") end
+  return nil
+end
+
 -- The remembered versions of ctx (opts.state is the registry's per-context table).
 local function versions(opts)
   local st = opts and opts.state
@@ -121,6 +128,8 @@ local function read_lines(fs, path, first, last, opts)
 end
 
 function M.read.run(ctx, args, opts)
+  local perr = bad_path("read", args.path)
+  if perr then return nil, perr end
   local first = args.offset or 1
   local last = first + (args.limit or M.DEFAULT_LIMIT) - 1
   local s, kept, total = read_lines(ctx.fs, args.path, first, last, opts)
@@ -157,6 +166,8 @@ M.write = {
 }
 
 function M.write.run(ctx, args, opts)
+  local perr = bad_path("write", args.path)
+  if perr then return nil, perr end
   local fs = ctx.fs
   local key, display = key_of(fs, args.path)
   local known = key and versions(opts)[key]
@@ -198,6 +209,8 @@ local function excerpt(after, new_string)
 end
 
 function M.edit.run(ctx, args, opts)
+  local perr = bad_path("edit", args.path)
+  if perr then return nil, perr end
   local fs = ctx.fs
   if args.old_string == args.new_string then
     return nil, errors.new("INVALID_ARGUMENT", "edit: old_string and new_string are the same")
@@ -227,6 +240,8 @@ M.list = {
 function M.list.run(ctx, args, opts)
   local fs = ctx.fs
   local path = args.path or fs.cwd
+  local perr = bad_path("list", path)
+  if perr then return nil, perr end
   local entries, err = fs:listDir(path, { signal = opts and opts.signal })
   if not entries then return nil, err end
   local _, display = key_of(fs, path)

@@ -221,8 +221,7 @@ M.HINTS = {
   FS_NOT_TEXT = "It is not a text file; inspect it with bash (file, head -c, xxd) instead.",
   FS_NOT_REGULAR_FILE = "It is not a regular file; use list for a directory.",
   FS_NOT_DIRECTORY = "It is not a directory; use read for a file.",
-  FS_STALE_VERSION = "Read the file again before you change it.",
-  FS_NOT_OBSERVED = "The file exists and you have not read it: read it first, then write it (or use edit).",
+  FS_STALE_VERSION = "Read it again before you change it (write creates a file that does not exist).",
   FS_EDIT_NOT_FOUND = "Copy old_string exactly from the file (whitespace and indentation included, without "
     .. "read's line numbers); read the file again if it changed.",
   FS_AMBIGUOUS_EDIT = "Add surrounding lines to old_string so that it matches once, or set replace_all to true.",
