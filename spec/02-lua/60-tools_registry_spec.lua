@@ -103,6 +103,16 @@ describe("dsh.tools definitions", function()
         lsp = tools.needs.lsp, run_code = tools.needs.run_code })
   end)
 
+  it("docs/tools.md names every tool and every error code the registry makes", function()
+    local doc = assert(require("helpers").read_file(require("helpers").root .. "/docs/tools.md"))
+    for _, name in ipairs(tools.names) do
+      assert.is_truthy(doc:find("`" .. name .. "`", 1, true), name .. " is not in docs/tools.md")
+    end
+    for _, code in ipairs { "TOOL_UNKNOWN", "TOOL_UNAVAILABLE", "FS_NOT_OBSERVED", "FS_STALE_VERSION" } do
+      assert.is_truthy(doc:find(code, 1, true), code .. " is not in docs/tools.md")
+    end
+  end)
+
   it("gives OpenAI strict-mode definitions for every tool, checked rule by rule", function()
     local defs = tools.openai(tools.all())
     assert.equal(#ALL, #defs)
