@@ -4,6 +4,7 @@
 --   make && luajit examples/agent.lua            -- the scripted model (no network)
 --   OPENAI_API_KEY=... luajit examples/agent.lua --model openai "make hello.c print its name"
 --   ANTHROPIC_API_KEY=... luajit examples/agent.lua --model anthropic "..."
+--   (OPENAI_BASE_URL, ANTHROPIC_BASE_URL and AGENT_MODEL override the endpoint and model)
 --
 -- Four parts, each a function: compose_world() builds one sandbox with every
 -- capability (files, Bash, terminals, language servers, Code Mode);
@@ -146,7 +147,8 @@ local function openai_model(key, model)
         wire[#wire + 1] = { role = m.role, content = m.text }
       end
     end
-    local v, err = post_json("https://api.openai.com/v1/chat/completions", { authorization = "Bearer " .. key },
+    local base = os.getenv("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+    local v, err = post_json(base .. "/chat/completions", { authorization = "Bearer " .. key },
       { model = model or "gpt-4.1", messages = wire, tools = tools.openai(tool_defs) })
     if not v then return nil, err end
     local msg = v.choices[1].message
@@ -164,8 +166,14 @@ local function anthropic_model(key, model)
     local wire = {}
     for _, m in ipairs(messages) do
       if m.role == "tool" then
-        wire[#wire + 1] = { role = "user", content = { { type = "tool_result", tool_use_id = m.id, content = m.text,
-          is_error = m.isError } } }
+        -- every result of one turn's calls goes in one user message
+        local block = { type = "tool_result", tool_use_id = m.id, content = m.text, is_error = m.isError }
+        local prev = wire[#wire]
+        if prev and prev.results then
+          prev.content[#prev.content + 1] = block
+        else
+          wire[#wire + 1] = { role = "user", content = { block }, results = true }
+        end
       elseif m.calls then
         local blocks = {}
         for i, c in ipairs(m.calls) do
@@ -176,7 +184,9 @@ local function anthropic_model(key, model)
         wire[#wire + 1] = { role = m.role, content = m.text }
       end
     end
-    local v, err = post_json("https://api.anthropic.com/v1/messages",
+    local base = os.getenv("ANTHROPIC_BASE_URL") or "https://api.anthropic.com"
+    for _, w in ipairs(wire) do w.results = nil end
+    local v, err = post_json(base .. "/v1/messages",
       { ["x-api-key"] = key, ["anthropic-version"] = "2023-06-01" },
       { model = model or "claude-sonnet-4-5", max_tokens = 4096, messages = wire, tools = tools.anthropic(tool_defs),
         system = "You are a coding agent working in a sandbox." })
