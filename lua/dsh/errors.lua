@@ -144,6 +144,11 @@ M.CATALOGUE = {
   poc = {
     POC_INJECTED = "make poc step 4: the failure injected into a command's publication",
   },
+  -- The tool registry (dsh.tools): what a model asked for that is not there.
+  tools = {
+    TOOL_UNKNOWN = "the model called a tool the registry does not list",
+    TOOL_UNAVAILABLE = "the tool needs a service the context does not have (the message names it)",
+  },
   -- Host system calls (dsh.sysutil): err.errno and the function named in the message.
   sys = {
     NOT_FOUND = "no such file, directory or variable on the host (ENOENT, ENOTDIR)",

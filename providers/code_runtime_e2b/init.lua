@@ -16,6 +16,7 @@
 local code_runtime = require "dsh.code_runtime"
 local errors = require "dsh.errors"
 local node = require "dsh.code_runtime.node"
+local schema = require "dsh.schema"
 
 local M = {
   name = "code-runtime-e2b",
@@ -25,7 +26,16 @@ local M = {
 
 local EXTRA = { luajit = true, node = true }
 
+-- Every key: the seam's, luaLibraries and the provider's own (EXTRA).
+local KEYS = { "luaLibraries" }
+for k in pairs(code_runtime.DEFAULTS) do KEYS[#KEYS + 1] = k end
+for k in pairs(EXTRA) do KEYS[#KEYS + 1] = k end
+table.sort(KEYS)
+M.KEYS = KEYS
+
+-- An unknown key raises naming the closest known one (dsh.schema).
 function M.validate(cfg)
+  if type(cfg) == "table" then schema.keys(M.name, cfg, KEYS) end
   local out = code_runtime.validate_config(M.name, cfg or {}, EXTRA)
   for k in pairs(EXTRA) do
     local v = out[k]

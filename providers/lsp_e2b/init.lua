@@ -14,6 +14,7 @@
 -- messages, prefixed "lsp-e2b").
 local apply = require "dsh.lsp._apply"
 local config = require "dsh.lsp._config"
+local schema = require "dsh.schema"
 
 local M = {
   name = "lsp-e2b",
@@ -23,7 +24,9 @@ local M = {
 --- Specs only: called with the canonical path right before the reader opens a source.
 M._before_read = nil
 
+-- An unknown key raises naming the closest known one (dsh.schema).
 function M.validate(cfg)
+  if type(cfg) == "table" then schema.keys(M.name, cfg, { "servers" }) end
   return config.validate(M.name, cfg)
 end
 

@@ -6,6 +6,7 @@
 -- dsh.lsp._config (the reference's keys and messages, prefixed "lsp-local").
 local apply = require "dsh.lsp._apply"
 local config = require "dsh.lsp._config"
+local schema = require "dsh.schema"
 
 local M = {
   name = "lsp-local",
@@ -15,7 +16,9 @@ local M = {
 --- Specs only: called with the canonical path right before the reader opens a source.
 M._before_read = nil
 
+-- An unknown key raises naming the closest known one (dsh.schema).
 function M.validate(cfg)
+  if type(cfg) == "table" then schema.keys(M.name, cfg, { "servers" }) end
   return config.validate(M.name, cfg)
 end
 

@@ -16,7 +16,31 @@ local PROVIDERS = {
   { "dsh.providers.subprocess_local", "subprocess-local", { spilldir = "/tmp" }, "spillDir" },
   { "dsh.providers.bash", "bash", { maxTimeout = 1000 }, "maxTimeoutMs" },
   { "dsh.providers.bash", "bash", { timeout = 1000 }, "timeoutMs" },
+  { "dsh.providers.pty_e2b", "pty-e2b", { timeOutMs = 1000 }, "timeoutMs" },
+  { "dsh.providers.pty_e2b", "pty-e2b", { shel = { "/bin/sh" } }, "shell" },
+  { "dsh.providers.pty_local", "pty-local", { idleSilenceMS = 10 }, "idleSilenceMs" },
+  { "dsh.providers.pty_local", "pty-local", { ambientenv = {} }, "ambientEnv" },
+  { "dsh.providers.lsp_e2b", "lsp-e2b", { server = {} }, "servers" },
+  { "dsh.providers.lsp_local", "lsp-local", { servres = {} }, "servers" },
+  { "dsh.providers.code_runtime_e2b", "code-runtime-e2b", { maxWallMS = 10 }, "maxWallMs" },
+  { "dsh.providers.code_runtime_e2b", "code-runtime-e2b", { luaLibrary = { "os" } }, "luaLibraries" },
+  { "dsh.providers.code_runtime_local", "code-runtime-local", { runtimedir = "/tmp" }, "runtimeDir" },
+  { "dsh.providers.code_runtime_local", "code-runtime-local", { langauge = "lua" }, "language" },
 }
+
+-- Every provider directory in the tree.
+local function provider_modules()
+  local lfs = require "lfs"
+  local root = helpers.root
+  local out = {}
+  for name in lfs.dir(root .. "/providers") do
+    if name:sub(1, 1) ~= "." and lfs.attributes(root .. "/providers/" .. name .. "/init.lua", "mode") == "file" then
+      out[#out + 1] = "dsh.providers." .. name
+    end
+  end
+  table.sort(out)
+  return out
+end
 
 -- The message ctx:use raised for provider with cfg (the position stripped
 -- after checking it is this file's).
@@ -92,6 +116,26 @@ describe("config checks (dsh.schema)", function()
       end
     end)
   end
+
+  it("covers every provider in providers/ and keeps each one's messages for known keys", function()
+    local covered = {}
+    for _, case in ipairs(PROVIDERS) do covered[case[1]] = true end
+    local modules = provider_modules()
+    assert.is_true(#modules >= 12, "found " .. #modules .. " providers")
+    for _, m in ipairs(modules) do
+      assert.is_true(covered[m] == true, m .. " has no unknown-key case here")
+    end
+    -- a known key with a bad value still says what each provider always said
+    assert.equal("pty-e2b: rows must be a positive safe integer", use_error("dsh.providers.pty_e2b", { rows = 0 }))
+    assert.equal("pty-local: cwd must be an absolute path", use_error("dsh.providers.pty_local", { cwd = "rel" }))
+    assert.equal("lsp-e2b: servers must contain at least one server", use_error("dsh.providers.lsp_e2b", {}))
+    assert.equal('lsp-local: servers.c: unknown key "comand" (did you mean "command"?)',
+      use_error("dsh.providers.lsp_local", { servers = { c = { comand = "clangd", extensionToLanguage = {} } } }))
+    assert.equal("code-runtime-e2b: config.luajit must be an absolute path",
+      use_error("dsh.providers.code_runtime_e2b", { luajit = "luajit" }))
+    assert.equal("code-runtime-local: config.computeMs must be a positive safe integer",
+      use_error("dsh.providers.code_runtime_local", { computeMs = 0 }))
+  end)
 
   it("dsh-e2b takes the local sandbox limits for the local backend only, within dsh.sandbox's bounds", function()
     local e2b = require "dsh.providers.e2b.schema"

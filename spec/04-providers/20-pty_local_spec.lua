@@ -134,7 +134,7 @@ describe("pty-local", function()
       [{ idleSilenceMs = -1 }] = "pty-local: idleSilenceMs must be a positive safe integer",
       [{ maxReadBytes = 129, scrollbackMaxBytes = 128 }] = "pty-local: maxReadBytes must be at most scrollbackMaxBytes",
       [{ cwd = "relative" }] = "pty-local: cwd must be an absolute path",
-      [{ bogus = 1 }] = "pty-local: unknown config key bogus",
+      [{ scrollbackLine = 1 }] = 'pty-local: unknown config key "scrollbackLine" (did you mean "scrollbackLines"?)',
     } do
       assert.has_error(function() context.new():use(p, cfg) end, msg)
     end

@@ -11,6 +11,7 @@
 -- shutdownTimeoutMs (5000), killGraceMs (2000). Every number is a positive
 -- safe integer; the *Ms ones at most 2147483647.
 local errors = require "dsh.errors"
+local schema = require "dsh.schema"
 
 local M = {}
 
@@ -23,6 +24,9 @@ local KEYS = {
   configuration = true,
 }
 for k in pairs(M.DEFAULTS) do KEYS[k] = true end
+local KEY_LIST = {}
+for k in pairs(KEYS) do KEY_LIST[#KEY_LIST + 1] = k end
+table.sort(KEY_LIST)
 
 local MAX_SAFE = 2 ^ 53 - 1
 local MAX_MS = 2147483647
@@ -44,7 +48,11 @@ end
 local function server(prefix, id, s)
   if type(s) ~= "table" then fail(prefix, "servers.%s must be a table", id) end
   for k in pairs(s) do
-    if not KEYS[k] then fail(prefix, 'servers.%s: unknown key "%s"', id, tostring(k)) end
+    if not KEYS[k] then
+      local near = type(k) == "string" and schema.closest(k, KEY_LIST)
+      local hint = near and (' (did you mean "' .. near .. '"?)') or ""
+      fail(prefix, 'servers.%s: unknown key "%s"%s', id, tostring(k), hint)
+    end
   end
   if type(s.command) ~= "string" or s.command == "" then fail(prefix, "servers.%s.command must be non-empty", id) end
   local out = { id = id, command = s.command, args = {}, env = {} }

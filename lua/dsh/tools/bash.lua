@@ -83,7 +83,7 @@ end
 ---@param ctx table   a context with ctx.bash
 ---@param given table {command=, timeout=, description=, run_in_background=}
 ---@param opts {signal: dsh.AbortSignal|nil}|nil
----@return string|nil, dsh.Error|nil
+---@return string|nil, dsh.Error|nil, table|nil  text, nil, data (the run's result, or {id=} in the background)
 function M.run(ctx, given, opts)
   local o, err = M.validate(given)
   if not o then return nil, err end
@@ -93,12 +93,12 @@ function M.run(ctx, given, opts)
     local p, serr = svc:start { command = o.command, signal = opts and opts.signal }
     if not p then return nil, serr end
     return string.format("Started in the background as %s. bash_output with bash_id %q reads its output; "
-      .. "kill_shell with shell_id %q stops it.", p.id, p.id, p.id)
+      .. "kill_shell with shell_id %q stops it.", p.id, p.id, p.id), nil, { id = p.id, background = true }
   end
   local timeout = o.timeout and math.min(o.timeout, svc.maxTimeoutMs) or nil
   local r, rerr = svc:run { command = o.command, timeout = timeout, signal = opts and opts.signal }
   if not r then return nil, rerr end
-  return svc:render(r)
+  return svc:render(r), nil, r
 end
 
 return M

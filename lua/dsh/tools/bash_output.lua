@@ -47,7 +47,7 @@ function M.run(ctx, given)
   if not svc then return nil, errors.new("BASH_UNAVAILABLE", "bash_output: ctx.bash is not configured") end
   local r, rerr = svc:readOutput(o.bash_id)
   if not r then return nil, rerr end
-  return M.render(r)
+  return M.render(r), nil, r
 end
 
 return M

@@ -296,7 +296,7 @@ function M.run(ctx, input, opts)
   if inp.line then req.position = { line = inp.line - 1, character = inp.character - 1 } end
   local res, qerr = svc:query(req, { signal = opts.signal, timeoutMs = opts.timeoutMs or M.timeoutMs })
   if not res then return nil, qerr end
-  return M.render(res, { fs = ctx.fs })
+  return M.render(res, { fs = ctx.fs }), nil, res
 end
 
 return M

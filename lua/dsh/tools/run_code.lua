@@ -240,7 +240,7 @@ function Tool:run(ctx, input, opts)
   if r.error then
     return nil, errors.new("CODE_RUN_FAILED", M.render_failure(r), { kind = r.error.kind, logs = r.logs })
   end
-  return M.render(r)
+  return M.render(r), nil, r
 end
 
 M.Tool = Tool
