@@ -34,25 +34,19 @@ local tools = require "dsh.tools"
 --- when the sandbox has it) and Code Mode, all seeing one workspace. Returns
 --- the started context, or nil, err.
 local function compose_world()
+  -- The embedded sandbox sees this machine's /usr, so clangd is there when it is here.
+  local has_clangd = os.execute("command -v clangd >/dev/null 2>&1") == 0
   local ctx = context.new()
-  ctx:use(require "dsh.providers.e2b", { backend = "local", timeoutMs = 600000, onTimeout = "kill",
-    onDispose = "kill" })
-  ctx:use(require "dsh.providers.fs_e2b")
-  ctx:use(require "dsh.providers.subprocess_e2b")
-  ctx:use(require "dsh.providers.bash", { timeoutMs = 30000 })
-  ctx:use(require("dsh.pty").provider)
-  ctx:use(require "dsh.providers.pty_e2b", { idleSilenceMs = 1000, timeoutMs = 10000, disposeGraceMs = 1000 })
-  ctx:use(require "dsh.providers.code_runtime_e2b")
+  ctx:use(require "dsh.providers.overlay", {
+    backend = "local",
+    e2b = { timeoutMs = 600000, onTimeout = "kill", onDispose = "kill" },
+    bash = { timeoutMs = 30000 },
+    pty = { idleSilenceMs = 1000, timeoutMs = 10000, disposeGraceMs = 1000 },
+    lsp = has_clangd and { servers = {
+      clangd = { command = "clangd", args = { "--log=error" }, extensionToLanguage = { [".c"] = "c", [".h"] = "c" } },
+    } } or false,
+  })
   local ok, err = ctx:start()
-  if ok then
-    if ctx.e2b:resolveExecutable("clangd") then
-      ctx:use(require("dsh.lsp").provider)
-      ctx:use(require "dsh.providers.lsp_e2b", { servers = {
-        clangd = { command = "clangd", args = { "--log=error" }, extensionToLanguage = { [".c"] = "c", [".h"] = "c" } },
-      } })
-      ok, err = ctx:start()
-    end
-  end
   if not ok then
     ctx:dispose()
     return nil, err

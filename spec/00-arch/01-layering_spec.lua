@@ -39,7 +39,7 @@ local layering = require "helpers.layering"
 
 local BINDINGS = {
   "loop", "http", "proc", "envelope", "frame", "lspframe", "base64", "utf8", "ledger", "sha256", "hostfs",
-  "sysutil", "json", "envd_events", "termscreen", "termtext",
+  "sysutil", "envd_events", "termscreen", "termtext",
   "tty", -- the host's own terminal (raw mode, window size, stdin on the loop) for `dsh shell`
 }
 
@@ -68,7 +68,8 @@ local LAYERS = {
   { name = "binding", paths = binding_paths() },
   { name = "façade", paths = { "^lua/dsh/init%.lua$" } },
   { name = "runtime", paths = { "^lua/dsh/async%.lua$", "^lua/dsh/errors%.lua$", "^lua/dsh/signals%.lua$",
-    "^lua/dsh/schema%.lua$" } },
+    "^lua/dsh/schema%.lua$",
+    "^lua/dsh/json%.lua$" } }, -- lua-cjson configured once: a codec, no ffi, no I/O
   { name = "tool", paths = { "^lua/dsh/tools/" } },
   { name = "seam", paths = seam_paths() },
   { name = "envd client", paths = { "^lua/dsh/envd%.lua$", "^lua/dsh/envd/" } },
@@ -97,7 +98,7 @@ local RULES = {
     from = { "seam" }, to_layers = { "tool" } },
   { rule = "a provider loads the host process binding (dsh.proc) only if it is a local backend",
     transitive = true, from = { "provider" }, never_reach = { "dsh.proc" }, stop = { "local provider" } },
-  { rule = "tools require seams only (and the runtime: dsh.errors, dsh.async, dsh.signals)",
+  { rule = "tools require seams only (and the runtime: dsh.errors, dsh.async, dsh.signals, dsh.json)",
     from = { "tool" }, allow_layers = { "seam", "tool", "runtime" } },
   { rule = "the envd client requires nothing above it (no seam, provider, tool or sandbox)",
     from = { "envd client" }, to_layers = { "seam", "tool", "provider", "local provider", "local sandbox",

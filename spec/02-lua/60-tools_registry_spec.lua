@@ -7,7 +7,6 @@
 local json = require "dsh.json"
 local tools = require "dsh.tools"
 local check = require "dsh.tools._check"
-local tjson = require "dsh.tools._json"
 
 local ALL = { "bash", "bash_output", "kill_shell", "read", "write", "edit", "list", "terminal_open",
   "terminal_send", "terminal_read", "terminal_screen", "terminal_signal", "terminal_close", "terminal_list",
@@ -214,56 +213,41 @@ describe("dsh.tools definitions", function()
 end)
 
 describe("dsh.tools argument decoding", function()
-  it("decodes JSON exactly: escapes, surrogate pairs, numbers, null", function()
-    local v = assert(tjson.decode(' {"a": [1, -2.5, 3e2, true, false, null], "s": "\\u00e9\\ud83d\\ude00\\n\\"\\/",'
-      .. ' "o": {}, "e": []} '))
+  it("decodes a model's arguments with dsh.json: escapes, surrogate pairs, numbers, null", function()
+    local v = assert(check.decode(' {"a": [1, -2.5, 3e2, true, false, null], "s": "\\u00e9\\ud83d\\ude00\\n\\"\\/",'
+      .. ' "o": {}} '))
     assert.same({ 1, -2.5, 300, true, false }, { v.a[1], v.a[2], v.a[3], v.a[4], v.a[5] })
-    assert.equal(tjson.null, v.a[6])
+    assert.equal(json.null, v.a[6])
+    assert.is_true(check.absent(v.a[6]))
     assert.equal("é😀\n\"/", v.s)
     assert.same({}, v.o)
-    assert.same({}, v.e)
-    assert.equal("x", tjson.decode('"x"'))
-    -- what lua-cjson decodes, this decoder decodes the same
-    local sample = json.encode { text = "多字节 🙂 \1 \"q\"", n = { 1, 2, 3 }, deep = { a = { b = { c = "d" } } } }
-    assert.same(json.decode(sample), tjson.decode(sample))
   end)
 
   it("refuses malformed JSON, naming what and where", function()
     local cases = {
-      { '{"a": }', "unexpected character '}' at byte 7" },
-      { '{"a": 1', "expected ',' or '}' after a member at byte 8" },
-      { '{"a" 1}', "expected ':' after a key at byte 6" },
-      { "{'a': 1}", "expected a string key at byte 2" },
-      { '{"a": 1} x', "unexpected text after the value at byte 10" },
-      { '"abc', "unterminated string at byte 2" },
-      { '"a\\qb"', "invalid escape in string at byte 3" },
-      { '"\\ud800"', "unpaired surrogate in \\u escape at byte 2" },
-      { '"x\\udc00"', "unpaired surrogate in \\u escape at byte 3" },
-      { '"\\u12"', "invalid \\u escape at byte 2" },
-      { '"a\nb"', "unescaped control character in string at byte 3" },
-      { "[01]", "a number has a leading zero at byte 2" },
-      { "", "unexpected end of input at byte 1" },
-      { "[1.]", "unexpected character '1' at byte 2" },
+      { '{"a": }', "at character 7" },
+      { '{"a": 1', "at character 8" },
+      { '{"a" 1}', "at character 6" },
+      { "{'a': 1}", "at character 2" },
+      { '{"a": 1} x', "at character 10" },
+      { '"\\ud800"', "invalid unicode escape code at character 2" },
+      { "", "at character 1" },
     }
     for _, c in ipairs(cases) do
-      local v, err = tjson.decode(c[1])
+      local v, err = check.decode(c[1])
       assert.is_nil(v, c[1])
-      assert.equal(c[2], err, c[1])
+      assert.is_truthy(err:find(c[2], 1, true), c[1] .. " -> " .. tostring(err))
     end
   end)
 
-  it("is bounded in depth and size", function()
-    local deep = string.rep("[", tjson.MAX_DEPTH) .. string.rep("]", tjson.MAX_DEPTH)
-    assert.is_table(tjson.decode(deep))
-    local v, err = tjson.decode("[" .. deep .. "]")
-    assert.is_nil(v)
-    assert.equal("nested deeper than 64 levels at byte 65", err)
-    local saved = tjson.MAX_BYTES
-    tjson.MAX_BYTES = 10
-    v, err = tjson.decode('"' .. string.rep("x", 20) .. '"')
-    tjson.MAX_BYTES = saved
+  it("is bounded in size before parsing", function()
+    local saved = check.MAX_BYTES
+    check.MAX_BYTES = 10
+    local v, err = check.decode('"' .. string.rep("x", 20) .. '"')
+    check.MAX_BYTES = saved
     assert.is_nil(v)
     assert.equal("longer than 10 bytes", err)
+    assert.equal(string.rep("x", 20), check.decode('"' .. string.rep("x", 20) .. '"'))
   end)
 
   it("checks arguments against a schema with messages a model can act on", function()
@@ -271,7 +255,7 @@ describe("dsh.tools argument decoding", function()
     assert.same({ sessionId = "pty-1", signal = "INT" }, check.args(p, { sessionId = "pty-1", signal = "INT" }))
     local function msg(args) return select(2, check.args(p, args)) end
     assert.equal('missing required parameter "signal"', msg { sessionId = "pty-1" })
-    assert.equal('missing required parameter "signal"', msg { sessionId = "pty-1", signal = tjson.null })
+    assert.equal('missing required parameter "signal"', msg { sessionId = "pty-1", signal = json.null })
     assert.equal('"signal" must be one of INT, TERM, KILL, TSTP, HUP, got "STOP"',
       msg { sessionId = "p", signal = "STOP" })
     assert.equal('"sessionId" must be a string, got integer', msg { sessionId = 1, signal = "INT" })
@@ -280,7 +264,7 @@ describe("dsh.tools argument decoding", function()
     assert.equal("the arguments must be a JSON object, got array", msg { 1, 2 })
     assert.equal("the arguments must be a JSON object, got string", msg "x")
     local read = tools.all()[4].parameters
-    assert.same({ path = "a" }, check.args(read, { path = "a", offset = tjson.null, limit = json.null }))
+    assert.same({ path = "a" }, check.args(read, { path = "a", offset = json.null, limit = json.null }))
     assert.equal('"offset" must be at least 1', select(2, check.args(read, { path = "a", offset = 0 })))
     assert.equal('"limit" must be an integer, got number', select(2, check.args(read, { path = "a", limit = 1.5 })))
     assert.equal("Parameters: limit (integer, optional); offset (integer, optional); path (string, required).",

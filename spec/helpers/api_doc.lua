@@ -78,7 +78,7 @@ function M.modules()
   end
   for f in lfs.dir(M.root .. "/lua/dsh/tools") do
     local base = f:match("^([%w_]+)%.lua$")
-    if base and public_name(base) then add("dsh.tools." .. base) end
+    if base and public_name(base) and base ~= "init" then add("dsh.tools." .. base) end
   end
   for _, name in ipairs(M.PUBLIC_SUBMODULES) do add(name) end
   table.sort(out)

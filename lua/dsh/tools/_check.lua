@@ -3,18 +3,32 @@
 --
 -- The schemas are the strict-mode subset every tool uses (dsh.tools._input):
 -- one object level, each property a type (or {type, "null"}), enum,
--- minimum, maximum. JSON null (a decoder's null: dsh.tools._json.null or a
--- lua-cjson NULL) counts as absent. A failure names the parameter, what was
+-- minimum, maximum. JSON null (lua-cjson's NULL, as dsh.json decodes it)
+-- counts as absent. A failure names the parameter, what was
 -- expected and what came, and suggests the closest name for an unknown one.
 local input = require "dsh.tools._input"
-local json = require "dsh.tools._json"
+local json = require "dsh.json"
 local schema = require "dsh.schema"
 
 local M = {}
 
---- True for nil and every decoder's null.
+--- True for nil and JSON null.
 function M.absent(v)
-  return v == json.null or input.absent(v)
+  return input.absent(v)
+end
+
+--- The longest argument text a call decodes (a model's arguments are small;
+-- a runaway one is refused before it is parsed).
+M.MAX_BYTES = 16 * 1024 * 1024
+
+--- A model's argument text decoded (dsh.json, bounded in depth), or nil and a
+-- message naming what is wrong and where.
+---@param text string
+---@return any|nil value
+---@return string? message
+function M.decode(text)
+  if #text > M.MAX_BYTES then return nil, string.format("longer than %d bytes", M.MAX_BYTES) end
+  return json.decode(text)
 end
 
 local function json_type(v)

@@ -25,7 +25,6 @@
 local check = require "dsh.tools._check"
 local context = require "dsh.context"
 local errors = require "dsh.errors"
-local json = require "dsh.tools._json"
 local schema = require "dsh.schema"
 
 local bash = require "dsh.tools.bash"
@@ -296,7 +295,7 @@ function M.call(ctx, name, args, opts)
   end
   local decoded = args
   if type(args) == "string" then
-    local v, derr = json.decode(args:match("^%s*$") and "{}" or args)
+    local v, derr = check.decode(args:match("^%s*$") and "{}" or args)
     if v == nil then return invalid(tool, "the arguments are not valid JSON: " .. derr) end
     decoded = v
   end
