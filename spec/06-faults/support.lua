@@ -79,9 +79,10 @@ function M.assert_nothing_left(id)
   end, 3000), "host processes of sandbox " .. id .. " left: " .. table.concat(left, ", "))
 end
 
---- Dispose ctx (its sandbox is killed: onDispose = "kill") and check nothing is left.
-function M.dispose(ctx)
-  local id = ctx.e2b:sandboxId()
+--- Dispose ctx (its sandbox is killed: onDispose = "kill") and check nothing
+-- of sandbox id (default: ctx's) is left.
+function M.dispose(ctx, id)
+  id = id or ctx.e2b:sandboxId()
   local ok, err = ctx:dispose()
   assert(ok, "dispose failed: " .. tostring(err))
   M.assert_nothing_left(id)
