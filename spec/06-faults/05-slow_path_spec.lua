@@ -75,7 +75,8 @@ describe("a slow or stalled path to dshd", function()
       helpers.run(function()
         local px = proxy(S)
         local c = S:client { unix_socket = px.path, request_timeout_ms = 1000 }
-        local p = assert(c:start { cmd = "/bin/bash", args = { "-c", "for i in $(seq 1 20); do echo $i; sleep 0.05; done" } })
+        local p = assert(c:start { cmd = "/bin/bash",
+          args = { "-c", "for i in $(seq 1 20); do echo $i; sleep 0.05; done" } })
         px.set("stall")
         local t0 = loop.now_ms()
         local r, err = c:stat("/home/user")
