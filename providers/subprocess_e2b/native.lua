@@ -104,6 +104,10 @@ end
 -- aborted, nil, err when the daemon stayed unreachable for reconnectMs.
 function Native:wait_quiescent(signal)
   if self._err and self._err.code == "SANDBOX_GONE" then return true end -- every group went with it
+  -- the daemon answered that it has no such process (a new incarnation after
+  -- dshd died or the sandbox paused, or a record long expired): gone too
+  local cause = self._err and self._err.cause
+  if cause and cause.code == "not_found" then return true end
   if self._err then return nil, self._err end -- the daemon is gone: its groups' fate is unknowable
   local deadline, delay -- from the first failure in a row
   while true do

@@ -183,6 +183,12 @@ function Proc:remove(paths, dir)
   if dir then self._client:remove(dir) end
 end
 
+--- The size of a spill file (nil when the daemon cannot say).
+function Proc:spill_size(path)
+  local e = self._client:stat(path)
+  return e and e.size
+end
+
 --- {exitCode=, signal=} once the end event arrived, nil, err when the process was lost.
 function Proc:wait()
   self._pump_done:await()

@@ -164,6 +164,10 @@ function Proc:resize(rows, cols)
   return self._p:resize(rows, cols)
 end
 
+function Proc.spill_size(_, path)
+  return lfs.attributes(path, "size")
+end
+
 function Proc.remove(_, paths, dir)
   for _, p in ipairs(paths) do os.remove(p) end
   if dir then lfs.rmdir(dir) end

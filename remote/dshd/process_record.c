@@ -359,6 +359,11 @@ int record_start(const record_spawn_t *o, record_t **out, dshd_err_t *err) {
   if (rc) {
     json_decref(o->config);
     free(pp);
+    /* clone refused with EAGAIN: the sandbox's process limit (pids.max,
+     * RLIMIT_NPROC), no fault of the request */
+    if (strstr(why, "clone: ") && strstr(why, strerror(EAGAIN)))
+      return dshd_errf(err, "resource_exhausted",
+                       "failed to start process: %s (the process limit is reached)", why);
     return dshd_errf(err, "invalid_argument", "failed to start process: %s", why);
   }
   struct ev_loop *ev = dshd_ev();

@@ -59,8 +59,20 @@ static void up_close_file(struct files_upload *up) {
   up->part_file = 0;
 }
 
+/* A file that did not get its whole body (a write failed, the disk filled,
+ * the body ended early or the client went away) must not stay behind looking
+ * complete: it is removed, if the path still names the file written. */
+static void up_abandon_file(struct files_upload *up) {
+  struct stat a, b;
+  if (up->fd >= 0 && fstat(up->fd, &a) == 0 && lstat(up->path, &b) == 0 && a.st_dev == b.st_dev &&
+      a.st_ino == b.st_ino)
+    unlink(up->path);
+  up_close_file(up);
+}
+
 void dshd_upload_free(struct files_upload *up) {
   if (!up) return;
+  if (up->part_file) up_abandon_file(up); /* the body never ended */
   up_close_file(up);
   if (up->z_inited) inflateEnd(&up->z);
   free(up->zout);
@@ -213,7 +225,7 @@ static int file_write(dshd_req_t *r, struct files_upload *up, const void *data, 
       } else {
         dshd_files_error(r, 500, "error writing file: write %s: %s", up->path, dshd_strerror(e));
       }
-      up_close_file(up);
+      up_abandon_file(up);
       return -1;
     }
     p += n;
@@ -224,11 +236,16 @@ static int file_write(dshd_req_t *r, struct files_upload *up, const void *data, 
 
 static int file_finish(dshd_req_t *r, struct files_upload *up) {
   if (write_metadata(up, r) != 0) {
-    up_close_file(up);
+    up_abandon_file(up);
     return -1;
   }
+  struct stat a, b;
+  int have = fstat(up->fd, &a) == 0;
   if (close(up->fd) != 0 && (errno == ENOSPC || errno == EDQUOT)) {
     up->fd = -1;
+    up->part_file = 0;
+    if (have && lstat(up->path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+      unlink(up->path);
     dshd_files_error(r, 507, "not enough disk space available");
     return -1;
   }
@@ -493,7 +510,7 @@ void dshd_upload_finish(dshd_req_t *r) {
     int in_part;
     if (dshd_mp_finish(up->mp, &in_part) != 0) {
       if (in_part && up->part_file) {
-        up_close_file(up);
+        up_abandon_file(up);
         return dshd_files_error(r, 500, "error writing file: unexpected EOF");
       }
       return dshd_files_error(r, 500, "error reading form: multipart: NextPart: EOF");

@@ -251,9 +251,9 @@ describe("subprocess-e2b", function()
       local s, rerr = h.stdout:read()
       assert.is_nil(s)
       assert.equal("SUBPROCESS_LOST", rerr.code)
-      local q, qerr = h:waitForExit()
-      assert.is_nil(q)
-      assert.equal("SUBPROCESS_LOST", qerr.code)
+      -- the sandbox came back without it (dshd's death stops it; the
+      -- reconnection resumed it): its group is known to be gone
+      assert.is_true(h:waitForExit())
       local bad, werr = w.stdin:write("x")
       assert.is_nil(bad)
       assert.is_truthy(werr)

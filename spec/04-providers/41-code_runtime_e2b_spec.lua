@@ -161,7 +161,7 @@ describe("code-runtime-e2b when the sandbox's daemon is lost mid-run", function(
   before_each(helpers.snapshot)
   after_each(helpers.assert_clean)
 
-  it("reports the cleanup that failed, and no runner process is left on the host", function()
+  it("reports the runtime lost, and no runner process is left on the host", function()
     helpers.run(function()
       helpers.with_context({ { E2B, {} }, { SUB, { reconnectMs = 300 } }, { provider, {} } }, function(ctx)
         local id = assert(ctx.e2b:sandboxId())
@@ -178,8 +178,10 @@ describe("code-runtime-e2b when the sandbox's daemon is lost mid-run", function(
         local r = ctx.codeRuntime:run { program = "return tools.kill()",
           bindings = { { global = "tools", functions = { kill = kill } } } }
         assert.equal("worker-exit", r.error.kind)
-        assert.matches("^E2B runtime cleanup failed: subprocess%-e2b: lost the connection to process %d+ "
-          .. "and could not reconnect: ", r.error.message)
+        -- whichever of its pipes noticed first; its group is gone with the
+        -- daemon's incarnation, so the cleanup does not fail
+        assert.matches("^E2B runtime [%a ]+ failed: ", r.error.message)
+        assert.truthy(r.error.message:find("process %d+ is gone: the sandbox stopped when dshd ended"), r.error.message)
         assert.equal(2, #runner) -- the supervisor and the worker were seen
         assert.same({}, E.survivors(runner))
       end)

@@ -159,7 +159,9 @@ function Run:_send(json)
       local s = table.remove(self.wq, 1)
       local ok, err = self.h.stdin:write(s)
       if not ok and not self.settled then
-        self:_fail("worker-exit", self.label .. " bridge write failed: " .. message_of(err))
+        -- a start that failed shows first here (the group never got a pid)
+        local what = self.h.pid < 0 and " spawn failed: " or " bridge write failed: "
+        self:_fail("worker-exit", self.label .. what .. message_of(err))
       end
     end
     self.writing = false

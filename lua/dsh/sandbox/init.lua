@@ -355,9 +355,11 @@ function M.kill(id)
   errors.check(MOD, "kill: id", id, "string")
   if not state.valid_id(id) or not sys.is_dir(state.dir(id)) then return nil, not_found(id) end
   local meta = state.read_meta(id)
+  -- gone from here on: status says so, connect (a context resuming it) refuses
+  state.write_gone(id, "killed")
+  state.mark_killing(id)
   local sok, serr = stop(id)
   if not sok then return nil, serr end
-  state.write_gone(id, "killed")
   local ok, err = sys.rm_rf(state.dir(id))
   if not ok then return nil, errors.new("internal", "cannot delete sandbox " .. id .. ": " .. tostring(err)) end
   if meta and meta.uid then uids.release(meta.uid, state.dir(id)) end

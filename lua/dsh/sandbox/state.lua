@@ -79,8 +79,16 @@ function M.supervisor_pid(id)
   return sys.live_pid(M.supervisor_record(id))
 end
 
+-- A sandbox being killed has a "killing" marker: gone to everyone from then
+-- on, so that nothing (a context resuming it) starts it again meanwhile.
 function M.exists(id)
   return M.valid_id(id) and sys.is_dir(M.dir(id)) and sys.exists(M.dir(id) .. "/meta.json")
+    and not sys.exists(M.dir(id) .. "/killing")
+end
+
+--- Mark the sandbox as being killed (see M.exists).
+function M.mark_killing(id)
+  return sys.write_file(M.dir(id) .. "/killing", "", "600")
 end
 
 function M.ids()

@@ -114,6 +114,7 @@ end
 
 local function main(id)
   local dir = state.dir(id)
+  if not state.exists(id) then return 1 end -- killed while this process was being launched
   local meta = assert(state.read_meta(id), "sandbox " .. id .. " has no readable meta.json")
   assert(sys.write_file(dir .. "/supervisor.pid", sys.pid_record() .. "\n", "600"))
   clear(id)

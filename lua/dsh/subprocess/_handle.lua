@@ -19,6 +19,7 @@
 --                                    output was delivered through on_data
 --   bp:wait_quiescent(signal)      → true (group empty) | false (aborted) | nil, err
 --   bp:remove(paths, dir)          delete spill files (and dir when given); errors ignored
+--   bp:spill_size(path)            the spill file's size in bytes, nil when it cannot be learned
 --   bp:resize(rows, cols)          terminals
 --   bp:signal_foreground(sig)      terminals: to the terminal's foreground process group → pgid | nil, err
 --   bp:foreground()                terminals: that process group → pgid | nil, err
@@ -231,7 +232,9 @@ function Handle:_start_and_wait(spec, stdin_data, streams)
   local remove, keep_any = {}, false
   for name, s in pairs(streams) do
     if s.spill then
-      if self[name]:spill_unneeded() then
+      -- a spill the disk could not take whole (it filled up) is cut, like one
+      -- over its cap: never presented as the complete output
+      if self[name]:spill_unneeded() or bp:spill_size(s.spill.path) ~= self[name].total then
         remove[#remove + 1] = s.spill.path
         self[name].spillPath = nil
       else
