@@ -50,16 +50,10 @@ local EXITED_TTL_MS = 3000                    -- row 5: dshd A's --exited-ttl-ms
 -- Clock, CPU time, statistics ------------------------------------------------
 
 ffi.cdef [[
-struct dsh_bench_timespec { long tv_sec; long tv_nsec; };
-int clock_gettime(int clk, struct dsh_bench_timespec *ts);
 int getpid(void);
 ]]
 local SELF = tostring(ffi.C.getpid()) -- the host process (this LuaJIT)
-local ts = ffi.new("struct dsh_bench_timespec")
-local function now() -- seconds, CLOCK_MONOTONIC
-  ffi.C.clock_gettime(1, ts)
-  return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) * 1e-9
-end
+local now = T.now
 
 --- CPU time of a pid ("self" for us) in seconds, from the scheduler (ns).
 local function cpu_s(pid)

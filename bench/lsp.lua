@@ -20,7 +20,6 @@
 -- Baselines and measurements alternate in blocks so that other load on the
 -- machine falls on both. A benchmark, not a test: it asserts only that the
 -- answers are right.
-local ffi = require "ffi"
 local async = require "dsh.async"
 local context = require "dsh.context"
 local json = require "dsh.json"
@@ -35,15 +34,7 @@ local COLD_RUNS = 5
 local QPS_SECONDS = 2
 local CALLERS = 8
 
-ffi.cdef [[
-struct dsh_bench_lsp_ts { long tv_sec; long tv_nsec; };
-int clock_gettime(int clk, struct dsh_bench_lsp_ts *ts);
-]]
-local ts = ffi.new("struct dsh_bench_lsp_ts")
-local function now()
-  ffi.C.clock_gettime(1, ts)
-  return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) * 1e-9
-end
+local now = T.now
 
 local function stats(samples)
   local s = {}

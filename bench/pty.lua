@@ -26,15 +26,7 @@ local SAN_BYTES, CHUNK, SAN_REPS = 32 * 1048576, 65536, 5
 local ECHO_BLOCKS, ECHO_RUNS, WARMUP = 5, 100, 20
 local STREAM_BYTES, STREAM_REPS = 48 * 1000000, 3
 
-ffi.cdef [[
-struct dsh_bench_pty_timespec { long tv_sec; long tv_nsec; };
-int clock_gettime(int clk, struct dsh_bench_pty_timespec *ts);
-]]
-local ts = ffi.new("struct dsh_bench_pty_timespec")
-local function now()
-  ffi.C.clock_gettime(1, ts)
-  return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) * 1e-9
-end
+local now = T.now
 
 local function stats(samples)
   local s = {}

@@ -65,7 +65,7 @@ function T.row(r)
   end
 end
 
-local W = { 4, 50, 26, 40, 22 }
+local W = { 4, 54, 26, 42, 22 }
 
 local function fmt(c)
   return (string.format("%-" .. W[1] .. "s%-" .. W[2] .. "s %-" .. W[3] .. "s %-" .. W[4] .. "s %-" .. W[5]
