@@ -67,13 +67,19 @@ local SOURCE = "static int square_area(int side) { return side * side; }\nint to
 local POS = lsp.position.from_index(SOURCE, (SOURCE:find("square_area(3)", 1, true)))
 local HAS_NODE = node.dir() ~= nil
 
+-- A failed check raises {soak = message}: reported without a traceback.
 local function need(cond, fmt, ...)
-  if not cond then error(string.format(fmt, ...), 0) end
+  if not cond then error({ soak = string.format(fmt, ...) }, 0) end
 end
 
 local function ok_or(v, err, what)
-  if v == nil then error(what .. ": " .. tostring(err and (err.message or err)), 0) end
+  if v == nil then error({ soak = (what or "?") .. ": " .. tostring(err and (err.message or err)) }, 0) end
   return v
+end
+
+local function why(e)
+  if type(e) == "table" and e.soak then return e.soak end
+  return debug.traceback(tostring(e), 2)
 end
 
 local steps = {} -- step name -> list of ms
@@ -95,15 +101,15 @@ local function cycle(i)
     timed("create (ctx:start)", function() ok_or(ctx:start()) end)
     id = ok_or(ctx.e2b:sandboxId(), nil, "sandboxId")
     L.track(id)
-    timed("files: write+read 64 KiB", function()
-      local text = string.rep(string.format("cycle %06d 你好\n", i), 3000):sub(1, 65536)
+    timed("files: write+read 60 KB", function()
+      local text = string.rep(string.format("cycle %06d 你好\n", i), 3000) -- 60000 bytes
       ok_or(ctx.fs:writeText("soak.txt", text, { createIfAbsent = true }), nil, "fs.writeText")
       local r = ok_or(ctx.fs:readText("soak.txt"), nil, "fs.readText")
       need(r.text == text, "fs read back %d bytes, wrote %d", #r.text, #text)
     end)
     timed("bash: with a background process", function()
       local r = ok_or(ctx.bash:run { command = "sleep 600 & echo $! > bg.pid; wc -c < soak.txt" }, nil, "bash")
-      need(r.exitCode == 0 and r.stdout.text:match("^%d+") == "65536", "bash: exit %s, %q", tostring(r.exitCode),
+      need(r.exitCode == 0 and r.stdout.text:match("^%d+") == "60000", "bash: exit %s, %q", tostring(r.exitCode),
         r.stdout.text)
       r = ok_or(ctx.bash:run { command = "kill -0 $(cat bg.pid) && echo alive" }, nil, "bash")
       need(r.stdout.text == "alive\n", "the background process is not running: %q", r.stdout.text)
@@ -114,10 +120,12 @@ local function cycle(i)
       local r = ok_or(ok_or(ctx.pty:startSend(owner, s.id, { text = "top -b -n 1 | head -n 12", submit = true }))
         :wait(), nil, "pty top")
       need(r.viewport:find("PID", 1, true), "top printed no process table: %s", r.viewport:sub(-200))
-      ok_or(ok_or(ctx.pty:startSend(owner, s.id, { text = "less soak.txt", submit = true })):wait(), nil, "less")
+      ok_or(ok_or(ctx.pty:startSend(owner, s.id, { text = "TERM=xterm-256color LANG=C.UTF-8 less soak.txt", submit = true })):wait(), nil, "less")
+      -- (sessions run with TERM=dumb, under which less will not go full screen)
       local w = ok_or(ctx.pty:waitFor(owner, s.id, { pattern = "cycle " .. string.format("%06d", i), plain = true,
         timeoutMs = 10000 }), nil, "pty waitFor")
-      need(w.matched, "less showed no text (%s)", tostring(w.reason))
+      need(w.matched, "less showed no text (%s): %s", tostring(w.reason),
+        table.concat(w.screen.lines or {}, "\n"):gsub("%s+\n", "\n"):sub(-400))
       r = ok_or(ok_or(ctx.pty:startSend(owner, s.id, { text = "q" })):wait(), nil, "pty q")
       need(r.waitReason == "stdin_read", "less did not quit: %s", tostring(r.waitReason))
       ok_or(ctx.pty:kill(owner, s.id), nil, "pty.kill")
@@ -149,7 +157,7 @@ local function cycle(i)
     local peak = 0
     for _, pid in ipairs(L.dshd_pids(id)) do peak = math.max(peak, L.rss_kib(pid) or 0) end
     dshd_rss[#dshd_rss + 1] = peak
-  end, debug.traceback)
+  end, why)
   timed("dispose", function()
     local dok, derr = ctx:dispose()
     if ok and not dok then ok, err = false, "dispose: " .. tostring(derr and derr.message or derr) end
