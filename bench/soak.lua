@@ -120,7 +120,8 @@ local function cycle(i)
       local r = ok_or(ok_or(ctx.pty:startSend(owner, s.id, { text = "top -b -n 1 | head -n 12", submit = true }))
         :wait(), nil, "pty top")
       need(r.viewport:find("PID", 1, true), "top printed no process table: %s", r.viewport:sub(-200))
-      ok_or(ok_or(ctx.pty:startSend(owner, s.id, { text = "TERM=xterm-256color LANG=C.UTF-8 less soak.txt", submit = true })):wait(), nil, "less")
+      ok_or(ok_or(ctx.pty:startSend(owner, s.id, { text = "TERM=xterm-256color LANG=C.UTF-8 less soak.txt",
+        submit = true })):wait(), nil, "less")
       -- (sessions run with TERM=dumb, under which less will not go full screen)
       local w = ok_or(ctx.pty:waitFor(owner, s.id, { pattern = "cycle " .. string.format("%06d", i), plain = true,
         timeoutMs = 10000 }), nil, "pty waitFor")
@@ -172,36 +173,44 @@ local series = {} -- {cycle, fds, rss}
 local failures = {}
 local done, stopped_early = 0, false
 
+-- Taken between rounds, when no cycle is running: what is left is held.
 local function sample()
   collectgarbage()
-  series[#series + 1] = { cycle = done, fds = L.fds(), rss = L.rss_kib("self") }
+  collectgarbage()
+  series[#series + 1] = { cycle = done, fds = L.fds(), rss = L.rss_kib("self"), heap = collectgarbage("count") }
 end
 
+--- n cycles, conc at a time, in rounds of SAMPLE cycles with a sample after each.
 local function phase(conc, n, deadline)
-  local next_i, tasks = 0, {}
+  local started = 0
   local t0 = T.now()
   local lat = {}
-  for w = 1, conc do
-    tasks[w] = async.run(function()
-      while next_i < n do
-        if T.now() > deadline then
-          stopped_early = true
-          return
+  while started < n and not stopped_early do
+    local round = math.min(SAMPLE, n - started)
+    local next_i, tasks = 0, {}
+    for w = 1, math.min(conc, round) do
+      tasks[w] = async.run(function()
+        while next_i < round do
+          if T.now() > deadline then
+            stopped_early = true
+            return
+          end
+          next_i = next_i + 1
+          local t = T.now()
+          local ok, err = cycle(done + 1)
+          lat[#lat + 1] = (T.now() - t) * 1e3
+          done = done + 1
+          if not ok then
+            failures[#failures + 1] = string.format("cycle %d (concurrency %d): %s", done, conc, tostring(err))
+            io.stderr:write("soak: ", failures[#failures], "\n")
+          end
         end
-        next_i = next_i + 1
-        local t = T.now()
-        local ok, err = cycle(done + 1)
-        lat[#lat + 1] = (T.now() - t) * 1e3
-        done = done + 1
-        if not ok then
-          failures[#failures + 1] = string.format("cycle %d (concurrency %d): %s", done, conc, tostring(err))
-          io.stderr:write("soak: ", failures[#failures], "\n")
-        end
-        if done % SAMPLE == 0 then sample() end
-      end
-    end)
+      end)
+    end
+    for _, t in ipairs(tasks) do t:await() end
+    started = started + round
+    sample()
   end
-  for _, t in ipairs(tasks) do t:await() end
   return #lat, T.now() - t0, T.stats(lat)
 end
 
@@ -223,7 +232,6 @@ local function main()
     local got, secs, lat = phase(conc, n, deadline)
     phases[#phases + 1] = { conc = conc, n = got, secs = secs, lat = lat }
   end
-  if done % SAMPLE ~= 0 then sample() end
   local left = L.check(10000)
 
   -- Summary
@@ -244,16 +252,22 @@ local function main()
   local d = T.stats(dshd_rss)
   print(string.format("  dshd RSS per sandbox, before dispose: p50 %.1f MiB, max %.1f MiB (bound %d MiB)",
     d.p50 / 1024, d.max / 1024, DSHD_RSS_BOUND_KIB / 1024))
-  print("  host series (after cycle: fds, RSS MiB):")
-  local xs, fds, rss, cells = {}, {}, {}, {}
+  print("  host series, between rounds (after cycle: fds, RSS MiB, Lua heap MiB):")
+  local xs, fds, rss, heap, cells = {}, {}, {}, {}, {}
   for _, s in ipairs(series) do
-    xs[#xs + 1], fds[#fds + 1], rss[#rss + 1] = s.cycle, s.fds, s.rss
-    cells[#cells + 1] = string.format("%d: %d, %.1f", s.cycle, s.fds, s.rss / 1024)
+    xs[#xs + 1], fds[#fds + 1], rss[#rss + 1], heap[#heap + 1] = s.cycle, s.fds, s.rss, s.heap
+    cells[#cells + 1] = string.format("%d: %d, %.1f, %.1f", s.cycle, s.fds, s.rss / 1024, s.heap / 1024)
   end
-  for k = 1, #cells, 6 do print("    " .. table.concat(cells, " | ", k, math.min(k + 5, #cells))) end
-  local fd_slope, rss_slope = L.slope(xs, fds), L.slope(xs, rss)
-  print(string.format("  fitted slope per cycle: fds %+.4f, RSS %+.2f KiB (%+.1f MiB per 1000 cycles)", fd_slope,
-    rss_slope, rss_slope * 1000 / 1024))
+  for k = 1, #cells, 5 do print("    " .. table.concat(cells, " | ", k, math.min(k + 4, #cells))) end
+  local fd_slope, rss_slope, heap_slope = L.slope(xs, fds), L.slope(xs, rss), L.slope(xs, heap)
+  print(string.format("  fitted slope per cycle: fds %+.4f, RSS %+.1f KiB, Lua heap %+.1f KiB", fd_slope, rss_slope,
+    heap_slope))
+  -- the second half alone: growth that levels off (allocator arenas, JIT traces) is not a leak
+  local h = math.floor(#xs / 2) + 1
+  local function tail(list) return { unpack(list, h) } end
+  print(string.format("  the same over the second half (cycles %d-%d): fds %+.4f, RSS %+.1f KiB, Lua heap %+.1f KiB",
+    xs[h] or 0, xs[#xs] or 0, L.slope(tail(xs), tail(fds)), L.slope(tail(xs), tail(rss)),
+    L.slope(tail(xs), tail(heap))))
   local first, last = series[1], series[#series]
   print(string.format("  host fds %d -> %d, RSS %.1f -> %.1f MiB", first.fds, last.fds, first.rss / 1024,
     last.rss / 1024))
