@@ -294,6 +294,7 @@ local function part_files(ctx, sb, dshd)
   local up_hash, sent = sha256.new(), 0
   local t = T.now()
   local up_ok, up_err
+  local heap_peak = collectgarbage("count")
   local pk_up = peaks({ SELF, dshd }, function()
     up_ok, up_err = c:write_file(path, function()
       if sent >= FILE_BYTES then return nil end
@@ -302,6 +303,7 @@ local function part_files(ctx, sb, dshd)
       local b = blocks[k]:sub(1, 16) .. string.format("%016x", sent) .. blocks[k]:sub(33)
       sent = sent + #b
       up_hash:update(b)
+      if sent % (16 * MIB) == 0 then heap_peak = math.max(heap_peak, collectgarbage("count")) end
       return b
     end)
   end)
@@ -323,6 +325,7 @@ local function part_files(ctx, sb, dshd)
       end
       down_hash:update(chunk)
       got = got + #chunk
+      if got % (16 * MIB) < #chunk then heap_peak = math.max(heap_peak, collectgarbage("count")) end
     end
     rd:close()
   end)
@@ -336,6 +339,7 @@ local function part_files(ctx, sb, dshd)
   row { name = string.format("download %d MiB through /files, byte-exact", FILE_BYTES / MIB),
     value = string.format("%.0f MB/s", FILE_BYTES / down_s / 1e6), baseline = string.format("%.1f s", down_s),
     compare = mem(pk_down) }
+  row { name = "  host Lua heap peak during both", value = mib(heap_peak) }
 end
 
 -- 6: sandboxes in sequence --------------------------------------------------------------
