@@ -206,14 +206,12 @@ function M.run(fn, ...)
     else
       f:reject(res[2], tb)
     end
-    -- LuaJIT's weak tables have no ephemerons: the entry's value reaches its
-    -- key (f.coroutine), so it is never collected; a finished task leaves
-    -- explicitly. (A suspended task stays, as it must: what wakes it may
-    -- hold it only through this table.)
+    -- LuaJIT's weak tables have no ephemerons: an entry whose value reaches
+    -- its key is never collected, so a finished task leaves explicitly, and
+    -- the future does not point back at its coroutine.
     tasks[coroutine.running()] = nil
   end)
   tasks[co] = f
-  f.coroutine = co
   schedule(co)
   if not current_task() then drain() end
   return f
