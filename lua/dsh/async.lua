@@ -206,12 +206,9 @@ function M.run(fn, ...)
     else
       f:reject(res[2], tb)
     end
-    -- LuaJIT's weak tables have no ephemerons: an entry whose value reaches
-    -- its key is never collected, so a finished task leaves explicitly, and
-    -- the future does not point back at its coroutine.
-    tasks[coroutine.running()] = nil
   end)
   tasks[co] = f
+  f.coroutine = co
   schedule(co)
   if not current_task() then drain() end
   return f

@@ -163,21 +163,4 @@ describe("dsh.async", function()
     assert.equal(8, double(4))
     assert.equal(6, helpers.run(function() return double(3) end))
   end)
-
-  it("lets a finished task, its coroutine and its values be collected", function()
-    -- a weak table sees whether the coroutine and the task's result survive
-    local seen = setmetatable({}, { __mode = "k" })
-    for _ = 1, 50 do
-      local t = async.run(function()
-        seen[coroutine.running()] = true
-        async.sleep(0)
-        local big = {}
-        seen[big] = true
-        return big
-      end)
-      t:await()
-    end
-    for _ = 1, 3 do collectgarbage() end
-    assert.is_nil(next(seen))
-  end)
 end)
