@@ -8,7 +8,7 @@ JOBS        ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 CTEST_FLAGS ?=
 
-.PHONY: all deps test test-main test-asan test-fuzz fuzz-long bench poc install env clean
+.PHONY: all deps test test-main test-asan test-fuzz fuzz-long bench load soak poc install env clean
 
 all: $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
@@ -43,8 +43,14 @@ fuzz-long:
 	$(MAKE) test-fuzz FUZZ_SECONDS=$(FUZZ_SECONDS)
 
 bench: all
-	$(BUILD)/bin/dsh-bench-codecs
-	@if [ -x bench/run ]; then bench/run $(BUILD); fi
+	bench/run $(BUILD)
+
+# Not part of `make test`: bounded in time, each ends by itself with a summary.
+load: all
+	bench/run $(BUILD) load
+
+soak: all
+	bench/run $(BUILD) soak
 
 poc: deps all
 	bin/dsh poc

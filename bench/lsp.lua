@@ -20,7 +20,6 @@
 -- Baselines and measurements alternate in blocks so that other load on the
 -- machine falls on both. A benchmark, not a test: it asserts only that the
 -- answers are right.
-local ffi = require "ffi"
 local async = require "dsh.async"
 local context = require "dsh.context"
 local json = require "dsh.json"
@@ -28,21 +27,14 @@ local lsp = require "dsh.lsp"
 local lspframe = require "dsh.lspframe"
 local proc = require "dsh.proc"
 local sys = require "dsh.sysutil"
+local T = require "report"
 
 local BLOCKS, BLOCK_RUNS, WARMUP = 5, 100, 30
 local COLD_RUNS = 5
 local QPS_SECONDS = 2
 local CALLERS = 8
 
-ffi.cdef [[
-struct dsh_bench_lsp_ts { long tv_sec; long tv_nsec; };
-int clock_gettime(int clk, struct dsh_bench_lsp_ts *ts);
-]]
-local ts = ffi.new("struct dsh_bench_lsp_ts")
-local function now()
-  ffi.C.clock_gettime(1, ts)
-  return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) * 1e-9
-end
+local now = T.now
 
 local function stats(samples)
   local s = {}
@@ -127,26 +119,8 @@ end
 
 -- The table ----------------------------------------------------------------------
 
-local rows = {}
-local function row(t) rows[#rows + 1] = t end
+local function row(t) T.row(t) end
 local function ms(s) return string.format("%.3f ms [%.3f]", s.median, s.p90) end
-
-local function print_table(header)
-  local W = { 2, 50, 22, 34, 22 }
-  local function fmt(c)
-    return string.format("%-" .. W[1] .. "s%-" .. W[2] .. "s %-" .. W[3] .. "s %-" .. W[4] .. "s %-" .. W[5]
-      .. "s %s", c[1] or "", c[2] or "", c[3] or "", c[4] or "", c[5] or "", c[6] or "")
-  end
-  print("")
-  print(header)
-  print(fmt { "#", "measurement", "value", "baseline (same run)", "vs baseline", "target" })
-  for _, l in ipairs(rows) do
-    local target = l.target or ""
-    if l.ok ~= nil then target = target .. (l.ok and "  met" or "  MISSED") end
-    print((fmt { l.row, l.name, l.value, l.baseline, l.compare, target }:gsub("%s+$", "")))
-  end
-  io.stdout:flush()
-end
 
 -- Contexts -----------------------------------------------------------------------
 
@@ -210,6 +184,8 @@ local function main()
   host_ws = p:read("*l")
   p:close()
 
+  T.section("language servers (ctx.lsp)", string.format("clangd %s; medians [p90] of %d queries per line",
+    (io.popen("clangd --version"):read("*l") or "?"):match("version (%S+)") or "?", BLOCKS * BLOCK_RUNS))
   progress("starting a local sandbox with clangd")
   local ectx = e2b_context()
   local ews = ectx.e2b.cwd
@@ -311,12 +287,7 @@ local function main()
   row { name = string.format("the same, %d callers at once", CALLERS), value = string.format("%.0f /s", q8),
     compare = string.format("x%.2f", q8 / dq) }
 
-  local cpus = 0
-  for l in (sys.read_file("/proc/cpuinfo") or ""):gmatch("[^\n]+") do
-    if l:match("^processor") then cpus = cpus + 1 end
-  end
-  print_table(string.format("language-server benchmarks (%d CPUs, clangd %s): medians [p90] of %d queries per line",
-    cpus, (io.popen("clangd --version"):read("*l") or "?"):match("version (%S+)") or "?", BLOCKS * BLOCK_RUNS))
+  T.print()
 end
 
 local ok, err = xpcall(function() async.run(main):await() end, debug.traceback)

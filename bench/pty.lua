@@ -18,6 +18,7 @@ local async = require "dsh.async"
 local context = require "dsh.context"
 local proc = require "dsh.proc"
 local termtext = require "dsh.termtext"
+local T = require "report"
 
 local BUILD = os.getenv("DSH_BUILD_DIR") or "build"
 local BASELINES = BUILD .. "/bin/dsh-bench-baselines"
@@ -25,15 +26,7 @@ local SAN_BYTES, CHUNK, SAN_REPS = 32 * 1048576, 65536, 5
 local ECHO_BLOCKS, ECHO_RUNS, WARMUP = 5, 100, 20
 local STREAM_BYTES, STREAM_REPS = 48 * 1000000, 3
 
-ffi.cdef [[
-struct dsh_bench_pty_timespec { long tv_sec; long tv_nsec; };
-int clock_gettime(int clk, struct dsh_bench_pty_timespec *ts);
-]]
-local ts = ffi.new("struct dsh_bench_pty_timespec")
-local function now()
-  ffi.C.clock_gettime(1, ts)
-  return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) * 1e-9
-end
+local now = T.now
 
 local function stats(samples)
   local s = {}
@@ -46,28 +39,10 @@ end
 
 local function progress(fmt, ...) io.stderr:write("bench: ", string.format(fmt, ...), "\n") end
 
-local lines = {}
-local function line(t) lines[#lines + 1] = t end
+local function line(t) T.row(t) end
 local function ms(s) return string.format("%.3f ms [%.3f]", s.median, s.p90) end
 local function rate(s, unit, scale) return string.format("%.2f %s [%.2f-%.2f]", s.median / scale, unit,
   s.min / scale, s.max / scale) end
-
-local function print_table(header)
-  local W = { 2, 50, 26, 36, 16 }
-  local function fmt(c)
-    return string.format("%-" .. W[1] .. "s%-" .. W[2] .. "s %-" .. W[3] .. "s %-" .. W[4] .. "s %-" .. W[5]
-      .. "s %s", c[1] or "", c[2] or "", c[3] or "", c[4] or "", c[5] or "", c[6] or "")
-  end
-  print("")
-  print(header)
-  print(fmt { "#", "measurement", "value", "baseline (same run)", "vs baseline", "target" })
-  for _, l in ipairs(lines) do
-    local target = l.target or ""
-    if l.ok ~= nil then target = target .. (l.ok and "  met" or "  MISSED") end
-    print((fmt { l.row, l.name, l.value, l.baseline, l.compare, target }:gsub("%s+$", "")))
-  end
-  io.stdout:flush()
-end
 
 -- 1: the sanitizer ----------------------------------------------------------------
 
@@ -287,6 +262,9 @@ local function row3(pty, owner, e2b_s, local_s)
 end
 
 local function main()
+  T.section("terminals (ctx.pty)", string.format("medians [p90] of %d keystrokes, [min-max] of %d x %d MiB "
+    .. "(sanitizer) and %d x %d MB (output)", ECHO_RUNS, SAN_REPS, SAN_BYTES / 1048576, STREAM_REPS,
+    STREAM_BYTES / 1e6))
   row1()
   local ctx = compose()
   local ok, err = xpcall(function()
@@ -298,9 +276,7 @@ local function main()
   end, debug.traceback)
   ctx:dispose()
   if not ok then error(err, 0) end
-  print_table(string.format("terminal benchmarks: medians [p90] of %d keystrokes, [min-max] of %d x %d MiB "
-    .. "(sanitizer) and %d x %d MB (output)", ECHO_RUNS, SAN_REPS, SAN_BYTES / 1048576, STREAM_REPS,
-    STREAM_BYTES / 1e6))
+  T.print()
 end
 
 async.run(main):await()
