@@ -16,7 +16,7 @@ local reader = require "dsh.lsp._reader"
 local TABLE = helpers.root .. "/docs/hostile-frames.md"
 local PEER = helpers.root .. "/spec/fixtures/hostile-peer.lua"
 local LUAJIT = "/usr/bin/luajit"
-local QUERY_MS = 3000 -- the caller's patience: a row that would hang shows as ABORTED
+local QUERY_MS = 5000 -- the caller's patience: a row that would hang shows as ABORTED
 
 --- The rows: {n=, peer=, stage=, steps={{op, arg}...}, outcome=}.
 local function read_table()
