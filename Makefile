@@ -38,9 +38,14 @@ test-fuzz:
 	cmake --build $(FUZZ_BUILD) -j $(JOBS)
 	cd $(FUZZ_BUILD) && ctest --output-on-failure -L '^fuzz$$' $(CTEST_FLAGS)
 
-# The longer run: `make fuzz-long FUZZ_SECONDS=3600`.
+# The long run: every fuzz target, one at a time, for FUZZ_RUNS executions
+# each (FUZZ_CAP seconds at most), then a summary per target (docs/fuzzing.md).
+FUZZ_RUNS ?= 10000000
+FUZZ_CAP  ?= 14400
 fuzz-long:
-	$(MAKE) test-fuzz FUZZ_SECONDS=$(FUZZ_SECONDS)
+	CC=clang cmake -S . -B $(FUZZ_BUILD) -DDSH_FUZZ=ON -DDSH_SPECS=OFF -DDSH_FUZZ_SECONDS=$(FUZZ_SECONDS)
+	cmake --build $(FUZZ_BUILD) -j $(JOBS)
+	FUZZ_RUNS=$(FUZZ_RUNS) FUZZ_SECONDS=$(FUZZ_CAP) scripts/fuzz-long $(FUZZ_BUILD)
 
 bench: all
 	bench/run $(BUILD)

@@ -9,28 +9,49 @@
  * closes. The daemon lives for the whole run, so state carried from one
  * input to the next (streams, connections, /init) is exercised too.
  *
- * The services are fuzz_http_services.c's (echo handlers, no processes).
- * The fuzzer runs in its own mount (and, without root, user) namespace in
- * which every mount is read-only and without devices except a private
- * tmpfs on /tmp and the working directory (libFuzzer's corpus), so /files
- * can change nothing of this machine. Without namespaces (or on a kernel
- * without mount_setattr, Linux < 5.12) the target fails at once: it never
- * runs unconfined. */
+ * Two targets are built from this file:
+ *   dshd_fuzz_http      the services are fuzz_http_services.c's (echo
+ *                       handlers, no processes): the server core alone;
+ *   dshd_fuzz_http_rpc  (DSHD_FUZZ_REAL_SERVICES) dshd's real process and
+ *                       filesystem services: Start, Connect, SendInput,
+ *                       Stat, ListDir, WatchDir, ... really run. After each
+ *                       input every process in the fuzzer's PID namespace
+ *                       is SIGKILLed (dshd sees them end as it would any
+ *                       kill) and every polled watcher removed, so nothing
+ *                       accumulates from one input to the next.
+ *
+ * The fuzzer confines itself first: a mount namespace in which every mount
+ * is read-only and without devices except a private tmpfs on /tmp (where
+ * the seeds write) and the working directory (libFuzzer's corpus), entered
+ * through a user namespace so that the read-only flags are locked (even
+ * the namespace's root cannot clear them). dshd_fuzz_http_rpc also gets a
+ * network namespace (no network) and a PID namespace whose init is the
+ * fuzzer itself (a child; the first process only waits for it), so every
+ * process left in the namespace dies with it. So /files and the processes can change nothing of
+ * this machine and leave nothing behind. Without namespaces (or on a
+ * kernel without mount_setattr, Linux < 5.12) the target fails at once: it
+ * never runs unconfined. */
 #include <errno.h>
 #include <ev.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../server.h"
+#ifdef DSHD_FUZZ_REAL_SERVICES
+#include "../process.h"
+#endif
 
 #define SOCK "/tmp/dshd.sock"
 #define TOKEN "fuzz-token" /* the seeds carry it, so mutations get past the token check */
@@ -57,33 +78,100 @@ static void set_attr(const char *path, unsigned flags, uint64_t set, uint64_t cl
   if (mount_setattr(AT_FDCWD, path, flags, &attr, sizeof attr) != 0) die(path);
 }
 
+static void enter_user_ns(int flags, unsigned uid, unsigned gid) {
+  if (unshare(CLONE_NEWUSER | flags) != 0) die("unshare(user namespace)");
+  int fd = open("/proc/self/setgroups", O_WRONLY);
+  if (fd >= 0) {
+    if (write(fd, "deny", 4) < 0) die("setgroups");
+    close(fd);
+  }
+  map_id("/proc/self/uid_map", uid);
+  map_id("/proc/self/gid_map", gid);
+}
+
+#ifdef DSHD_FUZZ_REAL_SERVICES
+static pid_t g_fuzzer = -1;
+
+static void forward(int sig) {
+  if (g_fuzzer > 0) kill(g_fuzzer, sig);
+}
+
+/* After unsharing the PID namespace: the fuzzer goes on in a child, the
+ * namespace's init (so every process dshd starts, and every orphan, is in
+ * it, and all die when it ends); this process only waits for it and exits
+ * as it did. */
+static void become_init(void) {
+  g_fuzzer = fork();
+  if (g_fuzzer < 0) die("fork into the PID namespace");
+  if (g_fuzzer == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* (its parent is outside: getppid() is 0) */
+    if (getpid() != 1) abort();
+    return;
+  }
+  signal(SIGINT, forward);
+  signal(SIGTERM, forward);
+  signal(SIGHUP, forward);
+  int st;
+  while (waitpid(g_fuzzer, &st, 0) < 0)
+    if (errno != EINTR) die("waitpid");
+  _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+}
+
+/* Kills every other process of the namespace (dshd's, and any that left
+ * its group: kill(-1) from the namespace's init reaches exactly those),
+ * runs the loop until dshd saw its processes end (the loop reaps orphans
+ * too), and removes the polled watchers. */
+static void reset_services(void) {
+  if (getpid() != 1) abort(); /* kill(-1) anywhere else would reach the machine */
+  kill(-1, SIGKILL);
+  for (int round = 0; round < 2000; round++) {
+    json_t *list = json_array();
+    record_list(list);
+    size_t live = json_array_size(list);
+    json_decref(list);
+    if (!live) break;
+    ev_run(dshd_ev(), EVRUN_NOWAIT);
+    if (round > 8) usleep(1000);
+  }
+  dshd_watchers_shutdown();
+}
+#define MORE_NAMESPACES (CLONE_NEWPID | CLONE_NEWNET)
+#else
+#define MORE_NAMESPACES 0
+#endif
+
 /* In a private mount namespace: every mount read-only and without devices,
  * a fresh tmpfs on /tmp (where the seeds write), and the working directory
- * (libFuzzer's corpus and crash files) writable. */
+ * (libFuzzer's corpus and crash files) writable; then a nested user (and
+ * mount) namespace, which locks those flags. */
 static void confine(void) {
   uid_t uid = geteuid();
   gid_t gid = getegid();
   char cwd[4096];
   if (!getcwd(cwd, sizeof cwd)) die("getcwd");
   if (uid != 0) {
-    if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) die("unshare(user, mount namespaces)");
-    int fd = open("/proc/self/setgroups", O_WRONLY);
-    if (fd >= 0) {
-      if (write(fd, "deny", 4) < 0) die("setgroups");
-      close(fd);
-    }
-    map_id("/proc/self/uid_map", uid);
-    map_id("/proc/self/gid_map", gid);
+    enter_user_ns(CLONE_NEWNS, uid, gid);
   } else if (unshare(CLONE_NEWNS) != 0) {
     die("unshare(mount namespace)");
   }
   if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) die("make / private");
   if (mount(cwd, cwd, NULL, MS_BIND | MS_REC, NULL) != 0) die("bind the working directory");
+  /* into the bind mount: relative paths (crash files) must not resolve on the read-only one below
+   */
+  if (chdir(cwd) != 0) die("chdir into the working directory");
   set_attr("/", AT_RECURSIVE, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV, 0);
   set_attr(cwd, 0, 0, MOUNT_ATTR_RDONLY);
   if (mount("tmpfs", "/tmp", "tmpfs", MS_NODEV | MS_NOSUID, "size=64m,mode=1777") != 0)
     die("mount tmpfs on /tmp");
   write_file("/tmp/hello.txt", "hello from the fuzzer's /tmp\n");
+  /* the nested namespace's id maps are written through /proc */
+  set_attr("/proc", 0, 0, MOUNT_ATTR_RDONLY);
+  /* ids are 0 from here on when we were not root: map 0 to 0 */
+  enter_user_ns(CLONE_NEWNS | MORE_NAMESPACES, uid ? 0 : uid, uid ? 0 : gid);
+  set_attr("/proc", 0, MOUNT_ATTR_RDONLY, 0);
+#ifdef DSHD_FUZZ_REAL_SERVICES
+  become_init();
+#endif
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
@@ -147,5 +235,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   pump(fd, &data, &left, 64);
   close(fd);
   for (int i = 0; i < 8; i++) ev_run(dshd_ev(), EVRUN_NOWAIT); /* the daemon sees it go */
+#ifdef DSHD_FUZZ_REAL_SERVICES
+  reset_services();
+#endif
   return 0;
 }
