@@ -206,6 +206,11 @@ function M.run(fn, ...)
     else
       f:reject(res[2], tb)
     end
+    -- LuaJIT's weak tables have no ephemerons: the entry's value reaches its
+    -- key (f.coroutine), so it would never be collected; a finished task
+    -- leaves explicitly. A suspended task stays: what wakes it may hold it
+    -- only through this table.
+    tasks[coroutine.running()] = nil
   end)
   tasks[co] = f
   f.coroutine = co

@@ -17,6 +17,30 @@ describe("dsh.async", function()
     assert.is_true(t:done())
   end)
 
+  it("forgets a finished task (a host running for days keeps no task it ran)", function()
+    -- LuaJIT's weak tables have no ephemerons: a task table entry whose value
+    -- reaches its key is never collected unless the finished task leaves it.
+    local probe = setmetatable({}, { __mode = "v" })
+    for i = 1, 100 do
+      local f = async.run(function() async.yield() return i end)
+      probe[i] = f.coroutine
+      assert.equal(i, f:await())
+    end
+    collectgarbage()
+    collectgarbage()
+    assert.is_nil(next(probe))
+    -- a suspended task stays: only the task table may hold what wakes it
+    local gate = async.future()
+    local waiting = async.run(function() return gate:await() end)
+    probe.waiting = waiting.coroutine
+    waiting = nil -- luacheck: ignore 311
+    collectgarbage()
+    collectgarbage()
+    assert.is_not_nil(probe.waiting)
+    gate:resolve("done")
+    async.step(0)
+  end)
+
   it("awaits outside any task by driving the loop (REPL rule)", function()
     assert.is_nil(coroutine.running())
     local before = loop.now_ms()
