@@ -54,18 +54,16 @@ local CODE = { computeMs = 2000, maxWallMs = 20000, luaLibraries = { "io" } }
 local PTY = { pollIntervalMs = 25, idleSilenceMs = 400, timeoutMs = 20000, disposeGraceMs = 1000, rows = 30,
   cols = 120 }
 
---- The world of one cycle on ctx: every provider on one local sandbox. ONE
---- local function, so that it can become the overlay's one-line composition.
+--- The world of one cycle on ctx: every provider on one local sandbox,
+--- composed by the overlay.
 local function compose(ctx, o)
-  ctx:use(require "dsh.providers.e2b", { timeoutMs = o.timeoutMs or 600000, onTimeout = "kill", onDispose = "kill" })
-  ctx:use(require "dsh.providers.fs_e2b")
-  ctx:use(require "dsh.providers.subprocess_e2b")
-  ctx:use(require "dsh.providers.bash", { timeoutMs = 30000 })
-  ctx:use(require("dsh.pty").provider)
-  ctx:use(require "dsh.providers.pty_e2b", PTY)
-  ctx:use(lsp.provider)
-  ctx:use(require "dsh.providers.lsp_e2b", { servers = SERVERS })
-  ctx:use(require "dsh.providers.code_runtime_e2b", CODE)
+  ctx:use(require "dsh.providers.overlay", {
+    e2b = { timeoutMs = o.timeoutMs or 600000, onTimeout = "kill", onDispose = "kill" },
+    bash = { timeoutMs = 30000 },
+    pty = PTY,
+    lsp = { servers = SERVERS },
+    codeRuntime = CODE,
+  })
   return ctx
 end
 
