@@ -153,6 +153,27 @@ describe("a slow or stalled path to dshd", function()
     end)
   end)
 
+  it("dsh.http: a request whose path stalls ends HTTP_STALLED with its limit; a bad limit is misuse", function()
+    helpers.run(function()
+      local px = proxy(S)
+      local client = require("dsh.http").client()
+      px.set("stall")
+      local t0 = loop.now_ms()
+      local res, err = client:request { url = "http://localhost/health", unix_socket = px.path,
+        stall_timeout_ms = 500 }
+      local ms = loop.now_ms() - t0
+      assert.is_nil(res)
+      assert.same({ "HTTP_STALLED", 500 }, { err.code, err.stall_ms })
+      assert.equal("GET http://localhost/health (unix socket " .. px.path .. "): connection stalled: "
+        .. "nothing received or sent for 500 ms", err.message)
+      assert.is_true(ms < 1500, string.format("noticed after %.0f ms", ms))
+      assert.error_matches(function() client:request { url = "http://localhost/", stall_timeout_ms = -1 } end,
+        "dsh.http: request: stall_timeout_ms: expected an integer from 0 to", nil, true)
+      client:close()
+      px.stop()
+    end)
+  end)
+
   it("an idle stream outlives its stall limit: the daemon's keepalives count", function()
     helpers.run(function()
       local c = S:client { keepalive_s = 1 } -- a 3000 ms limit; 4 s without output
