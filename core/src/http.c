@@ -61,8 +61,8 @@ struct dsh_http_req {
   int32_t status, pending_status, result;
   int32_t own_rc; /* our own reason to fail the transfer, or 0 */
   uint8_t done, head_sent, in_head, stream, send_ended, send_want, recv_paused, send_paused;
-  uint8_t was_paused,
-      stalled; /* paused by us since the last stall check; ended by the stall timer */
+  /* paused by us since the last stall check; ended by the stall timer */
+  uint8_t was_paused, stalled;
   int64_t stall_ms;
   ev_timer stall_t;             /* armed while stall_ms and in the multi */
   ev_tstamp last_io, stall_due; /* loop time of the last byte moved; when stall_t is due */
