@@ -254,8 +254,9 @@ describe("dsh.tools on a local sandbox", function()
   it("answers a model's malformed calls with what was wrong and what the tool takes", function()
     helpers.run(function()
       local cases = {
-        { "read", '{"path": "a.txt",}', "Error: read: the arguments are not valid JSON: Expected object key string but found "
-          .. "T_OBJ_END at character 18. Parameters: limit (integer, optional); offset (integer, optional); path (string, required)." },
+        { "read", '{"path": "a.txt",}', "Error: read: the arguments are not valid JSON: Expected object key string "
+          .. "but found T_OBJ_END at character 18. Parameters: limit (integer, optional); offset (integer, "
+          .. "optional); path (string, required)." },
         { "read", '["a.txt"]', "Error: read: the arguments must be a JSON object, got array. Parameters:" },
         { "read", "", 'Error: read: missing required parameter "path". Parameters:' },
         { "read", '{"pth": "a.txt"}', 'Error: read: unknown parameter "pth" (did you mean "path"?). Parameters:' },
