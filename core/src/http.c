@@ -28,6 +28,9 @@
 #define RECV_BUFFER_BYTES 65536
 #endif
 #define LOOPBACK_NOPROXY "localhost,127.0.0.0/8,::1"
+/* A stall timer that fires this late (s) found the loop itself blocked: bytes
+ * may be waiting unread, so it looks again after this long before failing. */
+#define STALL_GRACE 0.25
 
 typedef struct sock {
   ev_io w;
@@ -58,6 +61,11 @@ struct dsh_http_req {
   int32_t status, pending_status, result;
   int32_t own_rc; /* our own reason to fail the transfer, or 0 */
   uint8_t done, head_sent, in_head, stream, send_ended, send_want, recv_paused, send_paused;
+  /* paused by us since the last stall check; ended by the stall timer */
+  uint8_t was_paused, stalled;
+  int64_t stall_ms;
+  ev_timer stall_t;             /* armed while stall_ms and in the multi */
+  ev_tstamp last_io, stall_due; /* loop time of the last byte moved; when stall_t is due */
   size_t max_buf, max_head, head_total;
   char *head;
   size_t head_len, head_cap;
@@ -216,6 +224,7 @@ static size_t header_cb(char *p, size_t size, size_t nitems, void *ud) {
       code = code * 10 + (p[i] - '0');
     r->pending_status = code;
   }
+  r->last_io = ev_now(r->h->ev);
   r->head_total += n;
   if (r->head_total > r->max_head) {
     r->own_rc = DSH_ELIMIT;
@@ -249,8 +258,9 @@ static size_t header_cb(char *p, size_t size, size_t nitems, void *ud) {
 static size_t write_cb(char *p, size_t size, size_t nitems, void *ud) {
   dsh_http_req_t *r = ud;
   size_t n = size * nitems;
+  r->last_io = ev_now(r->h->ev);
   if (r->in.len && r->in.len + n > r->max_buf) {
-    r->recv_paused = 1; /* libcurl holds these bytes and re-delivers them */
+    r->recv_paused = r->was_paused = 1; /* libcurl holds these bytes and re-delivers them */
     return CURL_WRITEFUNC_PAUSE;
   }
   int was_empty = r->in.len == 0;
@@ -267,9 +277,10 @@ static size_t write_cb(char *p, size_t size, size_t nitems, void *ud) {
 static size_t read_cb(char *p, size_t size, size_t nitems, void *ud) {
   dsh_http_req_t *r = ud;
   size_t room = size * nitems;
+  r->last_io = ev_now(r->h->ev);
   if (!r->out.len) {
     if (r->send_ended) return 0;
-    r->send_paused = 1;
+    r->send_paused = r->was_paused = 1;
     return CURL_READFUNC_PAUSE;
   }
   size_t n = r->out.len < room ? r->out.len : room;
@@ -294,6 +305,7 @@ static CURL *easy_get(dsh_http_t *h) {
  * half-read response is never mistaken for the next one. */
 static void release(dsh_http_req_t *r) {
   dsh_http_t *h = r->h;
+  ev_timer_stop(h->ev, &r->stall_t);
   if (r->easy) {
     long nconn = 0;
     if (curl_easy_getinfo(r->easy, CURLINFO_NUM_CONNECTS, &nconn) == CURLE_OK)
@@ -388,13 +400,48 @@ static void set_method(CURL *e, const char *method, const dsh_http_req_opts_t *o
   if (!is_post) curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
 }
 
+/* ---- stalls ------------------------------------------------------------- */
+
+static void stall_arm(dsh_http_req_t *r, ev_tstamp now, ev_tstamp after) {
+  r->stall_due = now + after;
+  ev_timer_set(&r->stall_t, after, 0.);
+  ev_timer_start(r->h->ev, &r->stall_t);
+}
+
+/* Checks the time since the last byte moved (libev's inactivity-timeout
+ * pattern: callbacks only note the time, the timer re-arms for the rest). */
+static void stall_cb(struct ev_loop *ev, ev_timer *w, int revents) {
+  (void)revents;
+  dsh_http_req_t *r = w->data;
+  ev_tstamp now = ev_now(ev), limit = (ev_tstamp)r->stall_ms / 1000.;
+  if (r->recv_paused || r->send_paused || r->was_paused) {
+    r->was_paused = 0; /* paused by us: the owner's pace, not the path's */
+    r->last_io = now;
+  }
+  if (now - r->stall_due > STALL_GRACE) { /* the loop was blocked: read first */
+    stall_arm(r, now, STALL_GRACE);
+    return;
+  }
+  if (now - r->last_io < limit) {
+    stall_arm(r, now, r->last_io + limit - now);
+    return;
+  }
+  release(r);
+  r->done = 1;
+  r->stalled = 1;
+  r->result = DSH_ETIMEDOUT;
+  snprintf(r->msg, sizeof r->msg, "connection stalled: nothing received or sent for %lld ms",
+           (long long)r->stall_ms);
+  dsh_loop_push(r->h->loop, DSH_EV_HTTP_DONE, r->id, DSH_ETIMEDOUT, r->status);
+}
+
 int dsh_http_start(dsh_http_t *h, const dsh_http_req_opts_t *o, uint64_t id, dsh_http_req_t **out,
                    char *err, size_t errlen) {
   if (!h || !o || !out) return dsh_fail(err, errlen, DSH_EINVAL, "http: start: missing argument");
   if (!o->url || !*o->url) return dsh_fail(err, errlen, DSH_EINVAL, "http: start: url is required");
   if (o->body && o->stream_body)
     return dsh_fail(err, errlen, DSH_EINVAL, "http: start: body and stream_body are exclusive");
-  if (o->timeout_ms < 0 || o->connect_timeout_ms < 0)
+  if (o->timeout_ms < 0 || o->connect_timeout_ms < 0 || o->stall_timeout_ms < 0)
     return dsh_fail(err, errlen, DSH_EINVAL, "http: start: negative timeout");
   const char *method = o->method && *o->method ? o->method : "GET";
   dsh_http_req_t *r = calloc(1, sizeof *r);
@@ -404,6 +451,9 @@ int dsh_http_start(dsh_http_t *h, const dsh_http_req_opts_t *o, uint64_t id, dsh
   r->stream = o->stream_body != 0;
   r->max_buf = o->max_buffer_bytes ? o->max_buffer_bytes : DEFAULT_MAX_BUFFER;
   r->max_head = o->max_header_bytes ? o->max_header_bytes : DEFAULT_MAX_HEADER;
+  r->stall_ms = o->stall_timeout_ms;
+  ev_init(&r->stall_t, stall_cb);
+  r->stall_t.data = r;
 
   int64_t content_length = -1;
   int has_expect = 0;
@@ -465,6 +515,10 @@ int dsh_http_start(dsh_http_t *h, const dsh_http_req_opts_t *o, uint64_t id, dsh
   h->live = r;
   h->st.requests++;
   h->st.live++;
+  if (r->stall_ms) {
+    r->last_io = ev_now(h->ev);
+    stall_arm(r, r->last_io, (ev_tstamp)r->stall_ms / 1000.);
+  }
   *out = r;
   return DSH_OK;
 
@@ -497,6 +551,7 @@ int dsh_http_info(const dsh_http_req_t *r, dsh_http_req_info_t *out) {
   out->buffered_peak = r->peak;
   out->sent_bytes = r->sent_bytes;
   out->send_pending = (int64_t)r->out.len;
+  out->stalled = r->stalled;
   return DSH_OK;
 }
 

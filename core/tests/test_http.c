@@ -1,13 +1,15 @@
 /* test_http.c: the HTTP client in C against a tiny in-process server on a unix
  * socket (no network): event order, 1xx heads skipped, connection reuse,
  * back-pressure bounds, streamed bodies with pauses, the head limit,
- * cancellation, and freeing a client with live requests (run under ASan/LSan
- * for the ownership rules). */
+ * cancellation, stall limits (a stalled answer fails, a dripping one and a
+ * paused reader or writer do not), and freeing a client with live requests
+ * (run under ASan/LSan for the ownership rules). */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -18,6 +20,12 @@
 
 static char g_path[108];
 static int g_listen = -1;
+
+static void nap_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0) {
+  }
+}
 
 static int write_all(int fd, const char *p, size_t n) {
   while (n) {
@@ -88,6 +96,22 @@ static int respond(int fd, const char *path, size_t body_len, unsigned sum) {
       if (write_all(fd, chunk, sizeof chunk)) return -1;
     }
     return 0;
+  }
+  if (!strcmp(path, "/drip")) { /* 20 bytes, one each 50 ms */
+    const char *r = "HTTP/1.1 200 OK\r\nContent-Length: 20\r\n\r\n";
+    if (write_all(fd, r, strlen(r))) return -1;
+    static const char drip[] = "abcdefghijklmnopqrst";
+    for (int i = 0; i < 20; i++) {
+      nap_ms(50);
+      if (write_all(fd, drip + i, 1)) return -1;
+    }
+    return 0;
+  }
+  if (!strcmp(path, "/stall") || !strcmp(path, "/silent")) { /* stalls 3 s, then hangs up */
+    const char *r = "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhello";
+    if (!strcmp(path, "/stall") && write_all(fd, r, strlen(r))) return -1;
+    nap_ms(3000);
+    return -1;
   }
   const char *r = "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n";
   return write_all(fd, r, strlen(r));
@@ -345,6 +369,87 @@ static void cancel_and_free(dsh_http_t *h) {
   CHECK_EQ_INT(after.live, 0);
 }
 
+/* Runs the loop for ms, collecting events; returns whether DONE came for id. */
+static int idle(uint64_t id, double ms) {
+  double until = dsh_loop_now_ms(g_loop) + ms;
+  int done = 0;
+  while (dsh_loop_now_ms(g_loop) < until) {
+    dsh_loop_run(g_loop, (int64_t)(until - dsh_loop_now_ms(g_loop)) + 1);
+    size_t k = dsh_loop_poll(g_loop, g_events, 4096);
+    for (size_t i = 0; i < k; i++)
+      done |= g_events[i].id == id && g_events[i].kind == DSH_EV_HTTP_DONE;
+  }
+  g_nevents = 0;
+  return done;
+}
+
+static void stalls(dsh_http_t *h) {
+  char err[256], body[64];
+  dsh_http_req_info_t info;
+  /* a head and half the body, then nothing: fails at the limit, well before
+   * the server hangs up (3 s), with what arrived still readable */
+  dsh_http_req_opts_t o = {.stall_timeout_ms = 300};
+  g_nevents = 0;
+  dsh_http_req_t *r = start(h, "/stall", 900, &o);
+  long done = run_until(DSH_EV_HTTP_DONE, 900);
+  CHECK(done >= 0);
+  CHECK_EQ_INT(g_events[done].status, DSH_ETIMEDOUT);
+  CHECK_EQ_INT(dsh_http_status(r), 200);
+  CHECK_EQ_INT(drain(r, 900, body, sizeof body), 5);
+  CHECK_MEM(body, 5, "hello", 5);
+  CHECK_EQ_INT(dsh_http_result(r, err, sizeof err), DSH_ETIMEDOUT);
+  CHECK_STR(err, "connection stalled: nothing received or sent for 300 ms");
+  dsh_http_info(r, &info);
+  CHECK_EQ_INT(info.stalled, 1);
+  dsh_http_req_free(r);
+  /* no answer at all: the wait for the head is bounded too */
+  g_nevents = 0;
+  r = start(h, "/silent", 901, &o);
+  done = run_until(DSH_EV_HTTP_DONE, 901);
+  CHECK(done >= 0);
+  CHECK_EQ_INT(g_events[done].status, DSH_ETIMEDOUT);
+  CHECK_EQ_INT(dsh_http_status(r), 0);
+  CHECK_EQ_INT(dsh_http_result(r, err, sizeof err), DSH_ETIMEDOUT);
+  CHECK_STR(err, "connection stalled: nothing received or sent for 300 ms");
+  dsh_http_req_free(r);
+  /* slow but moving (a byte each 50 ms for 1 s): completes */
+  g_nevents = 0;
+  r = start(h, "/drip", 902, &o);
+  CHECK(run_until(DSH_EV_HTTP_HEAD, 902) >= 0);
+  CHECK_EQ_INT(drain(r, 902, body, sizeof body), 20);
+  CHECK_MEM(body, 20, "abcdefghijklmnopqrst", 20);
+  CHECK_EQ_INT(dsh_http_result(r, NULL, 0), 0);
+  dsh_http_info(r, &info);
+  CHECK_EQ_INT(info.stalled, 0);
+  dsh_http_req_free(r);
+  /* a reader that does not consume for 3x the limit: the transfer is paused
+   * by us, not stalled, and completes once read */
+  dsh_http_req_opts_t slow = {.stall_timeout_ms = 200, .max_buffer_bytes = 32768};
+  g_nevents = 0;
+  r = start(h, "/big", 903, &slow);
+  CHECK(run_until(DSH_EV_HTTP_DATA, 903) >= 0);
+  CHECK_EQ_INT(idle(903, 600), 0);
+  CHECK_EQ_INT(drain(r, 903, NULL, 0), 1 << 20);
+  CHECK_EQ_INT(dsh_http_result(r, NULL, 0), 0);
+  dsh_http_req_free(r);
+  /* a streamed body fed only after 3x the limit: no stall either */
+  static const uint8_t data[1000] = {1};
+  const char *hdrs[] = {"Content-Length: 1000"};
+  dsh_http_req_opts_t up = {
+      .method = "PUT", .stream_body = 1, .stall_timeout_ms = 200, .headers = hdrs, .nheaders = 1};
+  g_nevents = 0;
+  r = start(h, "/sum", 904, &up);
+  CHECK_EQ_INT(idle(904, 600), 0);
+  size_t accepted;
+  CHECK_EQ_INT(dsh_http_send(r, data, sizeof data, &accepted), DSH_OK);
+  CHECK_EQ_INT(accepted, sizeof data);
+  CHECK_EQ_INT(dsh_http_send_end(r), DSH_OK);
+  CHECK(run_until(DSH_EV_HTTP_DONE, 904) >= 0);
+  CHECK_EQ_INT(dsh_http_result(r, NULL, 0), 0);
+  CHECK_EQ_INT(dsh_http_status(r), 201);
+  dsh_http_req_free(r);
+}
+
 static void transport_error(dsh_http_t *h) {
   char url[] = "http://localhost/small", err[256];
   dsh_http_req_opts_t o = {.url = url, .unix_socket = "/nonexistent/dsh.sock"};
@@ -401,6 +506,7 @@ int main(void) {
   streamed_body(h);
   head_limit(h);
   cancel_and_free(h);
+  stalls(h);
   transport_error(h);
   dsh_http_free(h);
   free_with_live_requests();

@@ -45,6 +45,7 @@ M.CATALOGUE = {
   core = {
     HTTP_ERROR = "an HTTP transfer failed (libcurl's message)",
     HTTP_TIMEOUT = "an HTTP request ran past its timeout",
+    HTTP_STALLED = "no byte of an HTTP transfer moved for its stall_timeout_ms (err.stall_ms)",
     PROC_CLOSED = "the process handle was closed while a call waited",
     PROC_STDIN_CLOSED = "the process stopped reading stdin",
     PROC_SPAWN_FAILED = "the process could not be started",

@@ -26,8 +26,14 @@
 --
 -- Failures: misuse raises ("dsh.http: ..."); transport errors return
 -- nil, err with err.code HTTP_ERROR (libcurl's message, e.g. "Failed to
--- connect ..."), timeouts HTTP_TIMEOUT, aborts (the request's signal, or the
+-- connect ..."), timeouts HTTP_TIMEOUT, stalls HTTP_STALLED (no byte moved
+-- for stall_timeout_ms; err.stall_ms), aborts (the request's signal, or the
 -- response closed while a task waited) ABORTED, carrying the signal's reason.
+--
+-- stall_timeout_ms bounds silence, not length: a transfer fails once no byte
+-- was received or sent for that long, while it waits for the head too. Time
+-- the transfer is paused by its reader (nothing read, the buffer full) or its
+-- writer (a streamed body not fed yet) does not count.
 -- A 404 or 500 is a response, not an error.
 --
 -- This module is the client (options, requests, the connection cache); the
@@ -141,6 +147,7 @@ local function fill_opts(opts)
   copts.stream_body = opts.body_stream and 1 or 0
   copts.timeout_ms = opt_number(opts, "timeout_ms", 2 ^ 40)
   copts.connect_timeout_ms = opt_number(opts, "connect_timeout_ms", 2 ^ 40)
+  copts.stall_timeout_ms = opt_number(opts, "stall_timeout_ms", 2 ^ 40)
   copts.max_buffer_bytes = opt_number(opts, "max_buffer_bytes", 2 ^ 30)
   copts.max_header_bytes = opt_number(opts, "max_header_bytes", 2 ^ 30)
   return method
@@ -160,6 +167,7 @@ end
 ---@field body_stream boolean|nil feed the body with res:write(), end it with res:finish()
 ---@field timeout_ms integer|nil whole transfer (0: none)
 ---@field connect_timeout_ms integer|nil
+---@field stall_timeout_ms integer|nil fail once no byte moved for this long, pauses by the owner aside (0: none)
 ---@field max_buffer_bytes integer|nil response (and send) buffer bound, 1 MiB by default
 ---@field max_header_bytes integer|nil response head bound, 64 KiB by default
 ---@field signal dsh.AbortSignal|nil aborting it cancels the transfer

@@ -145,8 +145,8 @@ describe("the FFI contract", function()
   it("fails when a struct layout differs on one side", function()
     local cdefs = alter(F.cdefs, "uint32_t max_buffer_bytes;\n  uint32_t max_header_bytes;",
       "uint64_t max_buffer_bytes;\n  uint32_t max_header_bytes;")
-    assert.equal("struct dsh_http_req_opts: C size 88, Lua size 96\n"
-      .. "struct dsh_http_req_opts.max_header_bytes: C offset 84, Lua offset 88",
+    assert.equal("struct dsh_http_req_opts: C size 96, Lua size 104\n"
+      .. "struct dsh_http_req_opts.max_header_bytes: C offset 92, Lua offset 96",
       lines(run_check(cdefs, hostfs, facts_text)))
     cdefs = alter(F.cdefs, "int32_t kind;\n  int32_t stream;", "int32_t stream;\n  int32_t kind;")
     assert.equal("struct dsh_envd_event.kind: C offset 0, Lua offset 4\n"

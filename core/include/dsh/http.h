@@ -21,6 +21,14 @@
  * streamed body the response head may only come after the body is sent, so
  * owners must not wait for the head before writing.
  *
+ * Stalls: with stall_timeout_ms, a transfer on which no byte was received or
+ * sent for that long ends with DSH_ETIMEDOUT ("connection stalled: ..."),
+ * also while it waits for the head. Time the transfer spends paused by the
+ * owner (a full response buffer, a streamed body not fed yet) does not count:
+ * a slow consumer or producer is not a stalled path. The check is on the
+ * loop's clock; a loop that was itself blocked past the limit gets a short
+ * grace to read what waited, so a busy host is not taken for a dead peer.
+ *
  * Failures: dsh_http_start() fails only on bad options (DSH_EINVAL) or memory;
  * everything else (bad URL, refused connection, timeout, a head larger than
  * max_header_bytes) arrives as DSH_EV_HTTP_DONE with a negative status:
@@ -58,6 +66,7 @@ typedef struct dsh_http_req_opts {
   int32_t stream_body;        /* non-zero: body comes from dsh_http_send() */
   int64_t timeout_ms;         /* whole transfer; 0 = none */
   int64_t connect_timeout_ms; /* 0 = libcurl's default */
+  int64_t stall_timeout_ms;   /* fail once no byte moved for this long; 0 = none */
   uint32_t max_buffer_bytes;  /* response (and send) buffering bound; 0 = 1 MiB */
   uint32_t max_header_bytes;  /* response head bound; 0 = 64 KiB */
 } dsh_http_req_opts_t;
@@ -77,6 +86,7 @@ typedef struct dsh_http_req_info {
   int64_t buffered_peak; /* most response body bytes buffered at once */
   int64_t sent_bytes;    /* streamed request bytes handed to libcurl */
   int64_t send_pending;  /* streamed request bytes accepted, not yet sent */
+  int32_t stalled;       /* ended by stall_timeout_ms (result DSH_ETIMEDOUT) */
 } dsh_http_req_info_t;
 
 int dsh_http_new(dsh_loop_t *loop, dsh_http_t **out);

@@ -3,6 +3,8 @@
 -- Downloads are streamed (open_file yields chunks as they arrive); uploads of
 -- readers, and of strings above STREAM_THRESHOLD bytes, are sent as a
 -- streamed body in slices, so no whole-file copy is made on the way out.
+-- Transfers have no deadline (a file may be large) but a stall limit: the
+-- client's files_stall_timeout_ms, or opts.stall_timeout_ms (0 = none).
 local errors = require "dsh.errors"
 local json = require "dsh.json"
 
@@ -74,6 +76,7 @@ function M.mixin(Client)
     errors.check("dsh.envd", "open_file: path", path, "string")
     local ro = self:_request_opts("GET", "/files" .. query(self, path, opts), nil, nil, opts)
     ro.timeout_ms = 0
+    ro.stall_timeout_ms = opts and opts.stall_timeout_ms or self.files_stall_timeout_ms
     local res, err = self._http:request(ro)
     if not res then return nil, envd().transport_error(err) end
     if res.status ~= 200 then
@@ -110,6 +113,7 @@ function M.mixin(Client)
     local ro = self:_request_opts("POST", "/files" .. query(self, path, opts), "application/octet-stream", nil, opts)
     ro.headers["Authorization"] = nil
     ro.timeout_ms = 0
+    ro.stall_timeout_ms = opts and opts.stall_timeout_ms or self.files_stall_timeout_ms
     for k, v in pairs(opts and opts.metadata or {}) do ro.headers["X-Metadata-" .. k] = v end
     local res, err
     if type(data) == "string" and #data <= M.STREAM_THRESHOLD then
@@ -168,6 +172,7 @@ function M.mixin(Client)
       table.concat(parts), opts)
     ro.headers["Authorization"] = nil
     ro.timeout_ms = 0
+    ro.stall_timeout_ms = opts and opts.stall_timeout_ms or self.files_stall_timeout_ms
     local res, err = self._http:fetch(ro)
     if not res then return nil, envd().transport_error(err) end
     if res.status ~= 200 then return nil, envd().answer_error(res.status, res.body) end

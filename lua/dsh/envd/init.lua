@@ -5,6 +5,12 @@
 -- `nil, err` where err.code is the envd (Connect) code ("not_found",
 -- "invalid_argument", ...) and err.message its text; transport failures are
 -- "unavailable", client-side deadlines "deadline_exceeded", aborts "canceled".
+-- A path that stalls (no byte either way, the connection still open) ends a
+-- server stream or a /files transfer as "unavailable" ("connection stalled:
+-- nothing received or sent for N ms"): streams allow STALL_KEEPALIVES
+-- keepalive intervals (the daemon pings idle streams at the interval the
+-- client asks for), /files transfers files_stall_timeout_ms. Unary calls have
+-- their deadline instead.
 -- Bytes are bytes on the wire: UTF-8 is handled by callers, on the host.
 --
 -- The process, filesystem and files calls live in dsh.envd.process,
@@ -32,6 +38,9 @@ end
 
 M.DEFAULT_TIMEOUT_MS = 60000
 M.MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+M.KEEPALIVE_S = 50 -- Keepalive-Ping-Interval asked for on streams (E2B's SDKs ask the same)
+M.STALL_KEEPALIVES = 3 -- a stream that got no byte for this many intervals has stalled
+M.FILES_STALL_TIMEOUT_MS = 30000
 
 -- Connect codes by HTTP status, for answers that carry no Connect error body.
 local status_codes = {
@@ -44,6 +53,8 @@ local status_codes = {
 local function transport_error(err)
   if err.code == "HTTP_TIMEOUT" then
     return errors.new("deadline_exceeded", err.message)
+  elseif err.code == "HTTP_STALLED" then
+    return errors.new("unavailable", "envd unreachable: " .. tostring(err.message), { stall_ms = err.stall_ms })
   elseif err.code == "ABORTED" then
     return errors.new("canceled", err.message, { reason = err.reason })
   end
@@ -77,6 +88,10 @@ M.answer_error = answer_error
 ---@field access_token string|nil   sent as X-Access-Token
 ---@field user string|nil           default user for every call (Authorization: Basic / ?username=)
 ---@field request_timeout_ms number|nil  unary deadline (default 60000; 0 = none)
+---@field keepalive_s number|nil    keepalive interval asked for on streams (default 50); a stream
+---                                 with no byte for 3 intervals fails as stalled
+---@field files_stall_timeout_ms number|nil  /files transfers fail after this long without a byte
+---                                 (default 30000; 0 = never)
 ---@field http table|nil            a dsh.http client to share (default: one of its own)
 ---@field headers table|nil         extra headers on every request (e.g. E2B's routing headers)
 
@@ -90,12 +105,20 @@ function M.client(opts)
   errors.check("dsh.envd", "client: access_token", opts.access_token, "string", true)
   errors.check("dsh.envd", "client: user", opts.user, "string", true)
   errors.check("dsh.envd", "client: headers", opts.headers, "table", true)
+  errors.check("dsh.envd", "client: keepalive_s", opts.keepalive_s, "number", true)
+  errors.check("dsh.envd", "client: files_stall_timeout_ms", opts.files_stall_timeout_ms, "number", true)
+  if opts.keepalive_s and (opts.keepalive_s < 1 or opts.keepalive_s ~= math.floor(opts.keepalive_s)) then
+    errors.misuse("dsh.envd", "client: keepalive_s must be a whole number of seconds >= 1, got %s",
+      tostring(opts.keepalive_s))
+  end
   local url = opts.url or (opts.unix_socket and "http://localhost" or "http://127.0.0.1:49983")
   local c = setmetatable({
     url = url:gsub("/+$", ""),
     unix_socket = opts.unix_socket,
     user = opts.user,
     request_timeout_ms = opts.request_timeout_ms or M.DEFAULT_TIMEOUT_MS,
+    keepalive_s = opts.keepalive_s or M.KEEPALIVE_S,
+    files_stall_timeout_ms = opts.files_stall_timeout_ms or M.FILES_STALL_TIMEOUT_MS,
     _token = opts.access_token,
     _extra = opts.headers,
     _http = opts.http or http.client(),
@@ -161,7 +184,9 @@ end
 --- Open a server stream: one request envelope, then envelopes back. Returns
 -- once the response head arrived: a stream whose :next() yields messages.
 -- opts.timeout_ms becomes Connect-Timeout-Ms (0/nil = none), opts.keepalive_s
--- Keepalive-Ping-Interval.
+-- Keepalive-Ping-Interval (the client's by default); the stream fails as
+-- stalled after STALL_KEEPALIVES intervals without a byte (opts.stall_timeout_ms
+-- overrides, 0 = never).
 function Client:stream(path, msg, opts)
   self:_check_open("stream")
   opts = opts or {}
@@ -172,7 +197,9 @@ function Client:stream(path, msg, opts)
   if opts.timeout_ms and opts.timeout_ms > 0 then
     ro.headers["Connect-Timeout-Ms"] = tostring(math.floor(opts.timeout_ms))
   end
-  ro.headers["Keepalive-Ping-Interval"] = tostring(opts.keepalive_s or 50)
+  local keepalive_s = opts.keepalive_s or self.keepalive_s
+  ro.headers["Keepalive-Ping-Interval"] = tostring(keepalive_s)
+  ro.stall_timeout_ms = opts.stall_timeout_ms or M.STALL_KEEPALIVES * keepalive_s * 1000
   ro.max_buffer_bytes = opts.max_buffer_bytes
   local res, err = self._http:request(ro)
   if not res then

@@ -2,9 +2,10 @@
 --
 -- A response is one request of a client: it waits for the head, lends or
 -- copies body bytes as they arrive, feeds a streamed request body, and maps
--- the core's result to nil, err (HTTP_ERROR, HTTP_TIMEOUT, ABORTED). Its
--- per-request wait state is the loop handler of the request id. Created by
--- dsh.http's Client:request through M.open; see dsh.http for the API.
+-- the core's result to nil, err (HTTP_ERROR, HTTP_TIMEOUT, HTTP_STALLED,
+-- ABORTED). Its per-request wait state is the loop handler of the request id.
+-- Created by dsh.http's Client:request through M.open; see dsh.http for the
+-- API.
 local F = require "dsh._ffi"
 local async = require "dsh.async"
 local errors = require "dsh.errors"
@@ -147,7 +148,11 @@ function Response:_error()
   local rc = C.dsh_http_result(self._ptr, errbuf, F.ERRLEN)
   if rc == 0 or rc == EAGAIN then return nil end
   local what = string.format("%s: %s", self:_what(), ffi.string(errbuf))
-  if rc == ETIMEDOUT then return errors.new("HTTP_TIMEOUT", what) end
+  if rc == ETIMEDOUT then
+    C.dsh_http_info(self._ptr, info_buf)
+    if info_buf.stalled ~= 0 then return errors.new("HTTP_STALLED", what, { stall_ms = self.stall_ms }) end
+    return errors.new("HTTP_TIMEOUT", what)
+  end
   if rc == ECANCELED then return errors.new("ABORTED", what) end
   local name = F.status(rc)
   return errors.new("HTTP_ERROR", what, { status = name, limit = rc == ELIMIT or nil })
@@ -358,7 +363,7 @@ end
 ---@return dsh.http.Response
 function M.open(client, ptr, id, st, method, opts)
   local res = setmetatable({
-    id = id, method = method, url = opts.url, unix_socket = opts.unix_socket,
+    id = id, method = method, url = opts.url, unix_socket = opts.unix_socket, stall_ms = opts.stall_timeout_ms,
     _ptr = ffi.gc(ptr, gc_request), _st = st, _client = client, _stream = opts.body_stream and true or false,
   }, Response)
   loop.track(res, "http.response")
