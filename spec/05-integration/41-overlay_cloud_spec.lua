@@ -7,38 +7,17 @@
 local async = require "dsh.async"
 local D = require "helpers.dshd"
 local E = require "helpers.e2b"
-local context = require "dsh.context"
 local helpers = require "helpers"
-local overlay = require "dsh.providers.overlay"
+local O = require "helpers.overlay"
 
 local AGENT = { id = "overlay-cloud-spec" }
-local C_SOURCE = "static int twice(int x) { return 2 * x; }\nint main(void) { return twice(2); }\n"
-local CLANGD = { clangd = { command = "clangd", args = { "--log=error" }, extensionToLanguage = { [".c"] = "c" },
-  shutdownTimeoutMs = 1000, killGraceMs = 500 } }
+local C_SOURCE, CLANGD, start = O.C_SOURCE, O.CLANGD, O.start
 
-local function start(cfg)
-  local ctx = context.new()
-  ctx:use(overlay, cfg)
-  local ok, err = ctx:start()
-  if not ok then
-    ctx:dispose()
-    error("the overlay did not start: " .. tostring(err), 2)
-  end
-  return ctx
-end
-
-local function send(ctx, id, text)
-  return assert(assert(ctx.pty:startSend(AGENT, id, { text = text, submit = true })):wait())
-end
+local function send(ctx, id, text) return O.send(ctx, AGENT, id, text) end
 
 -- The sandbox's processes (args), but for its daemon and the ps that lists them.
 local function processes(ctx)
-  local r = assert(ctx.e2b:exec { "ps", "-eo", "args=" })
-  local out = {}
-  for line in r.stdout:gmatch("[^\n]+") do
-    if not line:match("^ps %-eo") and not line:match("dshd") then out[#out + 1] = line end
-  end
-  return out
+  return O.processes(assert(ctx.e2b:exec { "ps", "-eo", "args=" }).stdout)
 end
 
 describe("the overlay on a cloud sandbox (the E2B stand-in)", function()
