@@ -159,7 +159,7 @@ end
 local CFG = { maxOutputBytes = 2 ^ 30, maxFrameBytes = 2 ^ 30, luaLibraries = { "io" } }
 
 local function main()
-  local node = require "dsh.code_runtime.node"
+  local node = require "dsh.node"
   W = worker_baseline(node.bin())
   T.section("Code Mode (ctx.codeRuntime)", string.format("p50 of %d Lua and %d Node runs, %d binding calls; "
     .. "in a local sandbox, then on the host", HELLO_RUNS, NODE_RUNS, CALLS))

@@ -22,7 +22,7 @@
 local async = require "dsh.async"
 local context = require "dsh.context"
 local lsp = require "dsh.lsp"
-local node = require "dsh.code_runtime.node"
+local node = require "dsh.node"
 local sandbox = require "dsh.sandbox"
 local L = require "leftovers"
 local T = require "report"

@@ -15,7 +15,7 @@
 -- (absolute paths inside the sandbox, overriding the lookup).
 local code_runtime = require "dsh.code_runtime"
 local errors = require "dsh.errors"
-local node = require "dsh.code_runtime.node"
+local node = require "dsh.node"
 local schema = require "dsh.schema"
 
 local M = {

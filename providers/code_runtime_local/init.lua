@@ -10,7 +10,7 @@
 -- on PATH) and runtimeDir (default: a fresh <TMPDIR>/dsh-<uid>/code-runtime-<random>).
 local code_runtime = require "dsh.code_runtime"
 local errors = require "dsh.errors"
-local node = require "dsh.code_runtime.node"
+local node = require "dsh.node"
 local schema = require "dsh.schema"
 local sysutil = require "dsh.sysutil"
 

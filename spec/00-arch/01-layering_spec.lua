@@ -69,7 +69,8 @@ local LAYERS = {
   { name = "façade", paths = { "^lua/dsh/init%.lua$" } },
   { name = "runtime", paths = { "^lua/dsh/async%.lua$", "^lua/dsh/errors%.lua$", "^lua/dsh/signals%.lua$",
     "^lua/dsh/schema%.lua$",
-    "^lua/dsh/json%.lua$" } }, -- lua-cjson configured once: a codec, no ffi, no I/O
+    "^lua/dsh/json%.lua$", -- lua-cjson configured once: a codec, no ffi, no I/O
+    "^lua/dsh/node%.lua$" } }, -- where the project's Node is: path lookups for the sandbox and Code Mode
   { name = "tool", paths = { "^lua/dsh/tools/" } },
   { name = "seam", paths = seam_paths() },
   { name = "envd client", paths = { "^lua/dsh/envd%.lua$", "^lua/dsh/envd/" } },

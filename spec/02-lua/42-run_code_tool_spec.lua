@@ -2,7 +2,7 @@
 -- its schema, the description generated from the bindings in the program's
 -- language, and how results and failures render.
 local helpers = require "helpers"
-local node = require "dsh.code_runtime.node"
+local node = require "dsh.node"
 local run_code = require "dsh.tools.run_code"
 
 local TOOLS = { {

@@ -1,7 +1,7 @@
 -- The code-runtime contract on this machine: code-runtime-local over
 -- subprocess-local, the real runners (LuaJIT supervisor, Lua and Node workers).
 local helpers = require "helpers"
-local node = require "dsh.code_runtime.node"
+local node = require "dsh.node"
 local proc = require "dsh.proc"
 
 local function host_sh(cmd)

@@ -3,7 +3,7 @@
 -- ctx.e2b.runtimeRoot, TypeScript on the Node the sandbox sees at /opt/dsh/node.
 local D = require "helpers.dshd"
 local helpers = require "helpers"
-local node = require "dsh.code_runtime.node"
+local node = require "dsh.node"
 
 local provider = require "dsh.providers.code_runtime_e2b"
 local E2B, SUB = require "dsh.providers.e2b", require "dsh.providers.subprocess_e2b"

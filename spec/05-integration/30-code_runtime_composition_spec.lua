@@ -6,7 +6,7 @@
 local async = require "dsh.async"
 local helpers = require "helpers"
 local loop = require "dsh.loop"
-local node = require "dsh.code_runtime.node"
+local node = require "dsh.node"
 
 local CODE = { computeMs = 500, maxWallMs = 5000, maxOutputBytes = 4096, maxOldGenerationSizeMb = 128,
   maxFrameBytes = 32768, killGraceMs = 500, luaLibraries = { "io", "os" } }

@@ -23,7 +23,7 @@ local M = {}
 
 M.root = os.getenv("PWD")
 
-M.PUBLIC_SUBMODULES = { "dsh.lsp.position", "dsh.lsp.uri", "dsh.code_runtime.node" }
+M.PUBLIC_SUBMODULES = { "dsh.lsp.position", "dsh.lsp.uri" }
 M.COMMAND_LINE = { ["dsh.cli"] = true, ["dsh.shell"] = true, ["dsh.poc"] = true }
 
 -- Services a context composes (providers composed by M.compose).

@@ -88,8 +88,8 @@ function M.argv(o)
   add(argv, "--tmpfs", "/var", "--symlink", "/tmp", "/var/tmp")
   add(argv, "--tmpfs", "/opt", "--ro-bind", o.dshd, M.DSHD)
   -- Code Mode's Node, read-only at /opt/dsh/node (staged: as the sandbox's own uid)
-  local node = require("dsh.code_runtime.node").sandbox_source(o.src == M.STAGE)
-  if node then add(argv, "--ro-bind", node, require("dsh.code_runtime.node").SANDBOX_DIR) end
+  local node = require("dsh.node").sandbox_source(o.src == M.STAGE)
+  if node then add(argv, "--ro-bind", node, require("dsh.node").SANDBOX_DIR) end
   -- last (not recursive: the mounts on top keep their own flags)
   for _, d in ipairs { "/etc", "/var", "/opt", "/run" } do add(argv, "--remount-ro", d) end
   add(argv, "--chdir", "/home/user")

@@ -100,7 +100,7 @@ local function launch(id)
   -- the supervisor finds the core library as this process did
   env.DSH_LIB, env.DSH_BUILD_DIR = os.getenv("DSH_LIB"), os.getenv("DSH_BUILD_DIR")
   env.LD_LIBRARY_PATH = os.getenv("LD_LIBRARY_PATH")
-  env.DSH_NODE_DIR = os.getenv("DSH_NODE_DIR") -- Code Mode's Node (dsh.code_runtime.node)
+  env.DSH_NODE_DIR = os.getenv("DSH_NODE_DIR") -- Code Mode's Node (dsh.node)
   local p, err = proc.spawn {
     -- setsid -f: the supervisor gets its own session and survives this process
     argv = { "setsid", "-f", "sh", "-c", 'exec "$0" -e "$1" >>"$2" 2>&1 </dev/null',

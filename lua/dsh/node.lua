@@ -1,4 +1,4 @@
---- dsh.code_runtime.node: where the project's own Node.js is.
+--- dsh.node: where the project's own Node.js is.
 --
 -- TypeScript runs need a Node whose `module.stripTypeScriptTypes` exists
 -- (22.13 or later). Debian's Node (18) and many hosts' lack it, so
