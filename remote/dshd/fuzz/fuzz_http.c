@@ -161,8 +161,26 @@ static void confine(void) {
   if (chdir(cwd) != 0) die("chdir into the working directory");
   set_attr("/", AT_RECURSIVE, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV, 0);
   set_attr(cwd, 0, 0, MOUNT_ATTR_RDONLY);
+  /* A tree that lives under /tmp (a clone made there, as CI does) would be
+   * hidden by the private /tmp: carry its top directory over onto it. */
+  char top[4096] = "";
+  int tree = -1;
+  if (strncmp(cwd, "/tmp/", 5) == 0) {
+    const char *end = strchr(cwd + 5, '/');
+    size_t n = end ? (size_t)(end - cwd) : strlen(cwd);
+    memcpy(top, cwd, n);
+    top[n] = '\0';
+    tree = open_tree(AT_FDCWD, top, OPEN_TREE_CLONE | AT_RECURSIVE);
+    if (tree < 0) die(top);
+  }
   if (mount("tmpfs", "/tmp", "tmpfs", MS_NODEV | MS_NOSUID, "size=64m,mode=1777") != 0)
     die("mount tmpfs on /tmp");
+  if (tree >= 0) {
+    if (mkdir(top, 0755) != 0) die(top);
+    if (move_mount(tree, "", AT_FDCWD, top, MOVE_MOUNT_F_EMPTY_PATH) != 0) die(top);
+    close(tree);
+    if (chdir(cwd) != 0) die("chdir into the working directory under /tmp");
+  }
   write_file("/tmp/hello.txt", "hello from the fuzzer's /tmp\n");
   /* the nested namespace's id maps are written through /proc */
   set_attr("/proc", 0, 0, MOUNT_ATTR_RDONLY);
