@@ -58,13 +58,13 @@ describe("local sandbox file system", function()
   it("lets the user write home, /tmp, /dev/shm and a workspace anywhere else", function()
     helpers.run(function()
       local c = S:test_client()
-      for _, d in ipairs { "/home/user", "/tmp", "/var/tmp", "/dev/shm", "/work/project" } do
+      for _, d in ipairs { "/home/user", "/tmp", "/var/tmp", "/dev/shm", "/anywhere/project" } do
         local script = "mkdir -p " .. d .. " && echo ok > " .. d .. "/w && cat " .. d .. "/w"
         assert.same({ 0, "ok\n", "" }, { sh(c, script) }, d)
       end
       -- home and /tmp are the sandbox's directories on the host
       assert.equal("ok\n", helpers.read_file(S:home() .. "/w"))
-      assert.same({ 0, "", "" }, { sh(c, "rm -r /home/user/w /tmp/w /dev/shm/w /work") })
+      assert.same({ 0, "", "" }, { sh(c, "rm -r /home/user/w /tmp/w /dev/shm/w /anywhere") })
       c:close()
     end)
   end)
