@@ -29,6 +29,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -51,6 +52,7 @@ enum stage {
   ST_CTTY,
   ST_STDIO,
   ST_FDS,
+  ST_RLIMIT,
   ST_GROUPS,
   ST_SETGID,
   ST_SETUID,
@@ -199,6 +201,10 @@ CHILD_CODE __attribute__((noreturn)) static void child_run(struct plan *pl) {
   }
   if (child_cloexec_all() < 0) child_fail(pl, ST_FDS, errno);
 
+  if (o->max_open_files > 0) {
+    struct rlimit rl = {o->max_open_files, o->max_open_files};
+    if (syscall(SYS_setrlimit, RLIMIT_NOFILE, &rl) < 0) child_fail(pl, ST_RLIMIT, errno);
+  }
   /* raw syscalls: glibc's set*id wrappers would broadcast to our threads */
   if (pl->set_groups && syscall(SYS_setgroups, (size_t)pl->ngroups, pl->groups) < 0)
     child_fail(pl, ST_GROUPS, errno);
@@ -367,6 +373,9 @@ static int report_failure(const dsh_proc_opts_t *o, int stage, int e, char *err,
       return dsh_fail(err, errlen, DSH_ESPAWN, "spawn: stdio: %s", why);
     case ST_FDS:
       return dsh_fail(err, errlen, DSH_ESPAWN, "spawn: closing fds: %s", why);
+    case ST_RLIMIT:
+      return dsh_fail(err, errlen, DSH_ESPAWN, "spawn: RLIMIT_NOFILE %u: %s",
+                      (unsigned)o->max_open_files, why);
     case ST_GROUPS:
       return dsh_fail(err, errlen, DSH_ESPAWN, "spawn: setgroups: %s", why);
     case ST_SETGID:

@@ -60,6 +60,8 @@ typedef struct dsh_proc_opts {
   int32_t init_groups;
   int32_t manual_io;         /* non-zero: the owner does all I/O on the fds */
   uint32_t max_buffer_bytes; /* per output stream in buffered mode; 0 = 65536 */
+  uint32_t max_open_files;   /* > 0: the child's RLIMIT_NOFILE, soft and hard (it can
+                                only lower it then); 0 = inherited */
   dsh_proc_notify_fn notify; /* NULL = queue events on the loop */
   void *notify_ud;
 } dsh_proc_opts_t;
