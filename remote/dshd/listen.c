@@ -1,6 +1,7 @@
 /* listen.c: dshd's listening sockets — parses --listen (IPv4, [IPv6],
- * localhost, a bare port, or a unix socket path), binds and listens, and
- * writes the ready file with the address actually bound.
+ * localhost, a bare port, a unix socket path, or fd:N, a socket already
+ * listening that dshd inherited), binds and listens, and writes the ready
+ * file with the address actually bound.
  *
  * Uses the socket API only. Never accepts, never touches libmicrohttpd (the
  * server starts a daemon on each socket it returns); a unix socket is made
@@ -107,9 +108,64 @@ static int is_loopback(int family, const char *host) {
   return memcmp(a, one, 16) == 0;
 }
 
+/* fd:N — a listening stream socket made by whoever started dshd (a local
+ * sandbox's launcher binds it on the host, where the sandbox cannot reach its
+ * path). Its path, if any, is never unlinked by dshd. */
+static int inherited_socket(const char *spec, dshd_listen_t *out, char *why, size_t whylen) {
+  char *end;
+  long fd = strtol(spec + 3, &end, 10);
+  int listening = 0, type = 0;
+  socklen_t l = sizeof listening;
+  if (!spec[3] || *end || fd < 0 || fd > INT_MAX) {
+    snprintf(why, whylen, "bad listen address '%s' (fd:N expected)", spec);
+    return -1;
+  }
+  if (getsockopt((int)fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &l) != 0 || !listening ||
+      getsockopt((int)fd, SOL_SOCKET, SO_TYPE, &type, &(socklen_t){sizeof type}) != 0 ||
+      type != SOCK_STREAM) {
+    snprintf(why, whylen, "--listen %s: fd %ld is not a listening stream socket", spec, fd);
+    return -1;
+  }
+  struct sockaddr_storage ss;
+  socklen_t sl = sizeof ss;
+  memset(&ss, 0, sizeof ss);
+  if (getsockname((int)fd, (struct sockaddr *)&ss, &sl) != 0) {
+    snprintf(why, whylen, "--listen %s: getsockname: %s", spec, strerror(errno));
+    return -1;
+  }
+  int fl = fcntl((int)fd, F_GETFL);
+  if (fl < 0 || fcntl((int)fd, F_SETFL, fl | O_NONBLOCK) != 0 ||
+      fcntl((int)fd, F_SETFD, FD_CLOEXEC) != 0) {
+    snprintf(why, whylen, "--listen %s: fcntl: %s", spec, strerror(errno));
+    return -1;
+  }
+  out->fds[0] = (int)fd;
+  if (ss.ss_family == AF_UNIX) {
+    out->loopback = 1;
+    snprintf(out->address, sizeof out->address, "%s", spec);
+  } else {
+    char host[INET6_ADDRSTRLEN] = "";
+    unsigned port = 0;
+    if (ss.ss_family == AF_INET) {
+      struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+      inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
+      port = ntohs(a->sin_port);
+      snprintf(out->address, sizeof out->address, "%s:%u", host, port);
+    } else {
+      struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+      inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
+      port = ntohs(a->sin6_port);
+      snprintf(out->address, sizeof out->address, "[%s]:%u", host, port);
+    }
+    out->loopback = is_loopback(ss.ss_family, host);
+  }
+  return 0;
+}
+
 int dshd_listen_open(const char *spec, dshd_listen_t *out, char *why, size_t whylen) {
   memset(out, 0, sizeof *out);
   out->fds[0] = out->fds[1] = -1;
+  if (strncmp(spec, "fd:", 3) == 0) return inherited_socket(spec, out, why, whylen);
   if (strchr(spec, '/')) {
     int fd = unix_socket(spec, why, whylen);
     if (fd < 0) return -1;

@@ -1,14 +1,19 @@
-/* main.c: dshd's command line. Parses flags into a dshd_config_t, reads the
- * access token (preferably from a file descriptor, so it never shows in
- * /proc/<pid>/cmdline; a token given in argv is wiped from argv at once),
- * starts the server and maps its end to the exit status: 0 after SIGTERM or
- * SIGINT, 3 after the idle timeout, 1 on a start-up failure, 2 on usage.
- * Never prints the token, and never keeps it in argv. */
+/* main.c: dshd's command line. Makes the process non-dumpable before anything
+ * else (so that no process of another identity, nor one of the same uid
+ * without ptrace rights, can read its memory or take its fds), parses flags
+ * into a dshd_config_t, reads the access token (preferably from a file
+ * descriptor, so it never shows in /proc/<pid>/cmdline; a token given in argv
+ * is wiped from argv at once), installs the sandbox's system-call filter when
+ * asked, starts the server and maps its end to the exit status: 0 after
+ * SIGTERM or SIGINT, 3 after the idle timeout, 1 on a start-up failure, 2 on
+ * usage. Never prints the token, and never keeps it in argv. */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -23,7 +28,8 @@ static void usage(FILE *f) {
       "envd-compatible sandbox daemon (Connect over HTTP/1.1 + /files + /health).\n"
       "\n"
       "  --listen ADDR            127.0.0.1:PORT, [::1]:PORT, localhost:PORT (127.0.0.1 and ::1),\n"
-      "                           or a unix socket path (contains '/'); default 127.0.0.1:49983;\n"
+      "                           a unix socket path (contains '/'), or fd:N (a listening socket\n"
+      "                           dshd inherits as fd N); default 127.0.0.1:49983;\n"
       "                           port 0 picks a free port; an address beyond loopback\n"
       "                           (0.0.0.0, [::]) needs an access token\n"
       "  --ready-file PATH        once listening, write the address + newline there (atomically)\n"
@@ -43,6 +49,8 @@ static void usage(FILE *f) {
       "                           (default 67108864; their output goes first)\n"
       "  --max-rpc-body-bytes N   request body bound for RPCs (default 67108864)\n"
       "  --idle-timeout-ms N      exit with status 3 after N ms without requests or streams\n"
+      "  --max-open-files N       every process started gets RLIMIT_NOFILE N (soft and hard)\n"
+      "  --seccomp                install the sandbox's system-call filter (docs/security.md)\n"
       "  --connection-memory-kib N  per-connection buffer pool of libmicrohttpd (default 128)\n"
       "  --header-timeout-ms N    a new connection's request header must be complete within N ms\n"
       "                           (default 5000; 0 = no limit)\n"
@@ -96,7 +104,25 @@ static void raise_nofile(void) {
   }
 }
 
+/* fds 0-2 open (on /dev/null when closed), so that no socket or file dshd
+ * opens later becomes its stdout or stderr. */
+static void stdio_sane(void) {
+  for (int fd = 0; fd < 3; fd++)
+    if (fcntl(fd, F_GETFD) < 0) {
+      int n = open("/dev/null", O_RDWR);
+      if (n >= 0 && n != fd) {
+        dup2(n, fd);
+        close(n);
+      }
+    }
+}
+
 int main(int argc, char **argv) {
+  /* first: nothing of ours (the token to come, the listening socket) may be
+   * read through /proc/<pid>/mem, ptrace or pidfd_getfd by the code we run */
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  stdio_sane();
+  int want_seccomp = 0;
   dshd_config_t cfg = {
       .listen = "127.0.0.1:49983",
       .replay_bytes = 1u << 20,
@@ -138,6 +164,16 @@ int main(int argc, char **argv) {
         return 2;
       }
       origins[norigins++] = v;
+    } else if (strcmp(a, "--seccomp") == 0) {
+      want_seccomp = 1;
+    } else if (strcmp(a, "--max-open-files") == 0) {
+      NEED_ARG;
+      uint64_t n;
+      if (parse_u64(v, &n) != 0 || n < 16 || n > 1048576) {
+        fprintf(stderr, "dshd: --max-open-files: 16..1048576 expected: %s\n", v);
+        return 2;
+      }
+      cfg.max_open_files = (uint32_t)n;
     } else if (strcmp(a, "--envd-compat") == 0) {
       cfg.envd_compat = 1;
     } else if (strcmp(a, "--listen") == 0) {
@@ -233,6 +269,11 @@ int main(int argc, char **argv) {
   opts.n_allowed_origins = norigins;
   raise_nofile();
   char why[512] = "";
+  if (want_seccomp && dshd_seccomp_install(why, sizeof why) != 0) {
+    fprintf(stderr, "dshd: %s\n", why);
+    free(cfg.access_token);
+    return 1;
+  }
   if (dshd_server_start(&cfg, &opts, why, sizeof why) != 0) {
     fprintf(stderr, "dshd: %s\n", why);
     dshd_server_stop();

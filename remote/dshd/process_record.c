@@ -350,6 +350,7 @@ int record_start(const record_spawn_t *o, record_t **out, dshd_err_t *err) {
   po.uid = o->uid;
   po.gid = o->gid;
   po.init_groups = o->uid >= 0;
+  po.max_open_files = dshd_config()->max_open_files;
   po.manual_io = 1;
   po.notify = on_proc;
   po.notify_ud = pp;

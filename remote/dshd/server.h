@@ -88,6 +88,12 @@ int dshd_listen_open(const char *spec, dshd_listen_t *out, char *why, size_t why
 /* Writes "<address>\n" to path atomically (temporary file + rename). */
 int dshd_listen_ready_file(const char *path, const char *address, char *why, size_t whylen);
 
+/* --- seccomp.c ---------------------------------------------------------- */
+
+/* Installs the sandbox's system-call filter on this process (and so on all
+ * it starts); why on failure. */
+int dshd_seccomp_install(char *why, size_t whylen);
+
 /* --- server.c --------------------------------------------------------------- */
 
 /* main.c drives these: start (listeners, ready file; why on failure), run the
