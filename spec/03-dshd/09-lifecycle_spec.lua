@@ -63,8 +63,8 @@ describe("local sandbox lifecycle", function()
       for _, pid in ipairs(tree) do assert.is_false(helpers.pid_alive(pid), "survived pause: " .. cmd(pid)) end
       -- the supervisor finishes right after
       assert.is_truthy(helpers.eventually(function() return not helpers.pid_alive(sup) end, 2000))
-      assert.equal("kept", helpers.read_file(sb:host_path("home") .. "/keep.txt"))
-      assert.equal("tmp too", helpers.read_file(sb:host_path("tmp") .. "/scratch.txt"))
+      assert.equal("kept", D.stored(id, "/home/user/keep.txt"))
+      assert.equal("tmp too", D.stored(id, "/tmp/scratch.txt"))
 
       local sb2 = assert(sandbox.connect(id))
       assert.equal(id, sb2.id)
@@ -114,7 +114,7 @@ describe("local sandbox lifecycle", function()
       assert.is_true(idle >= 1300, "paused after " .. idle .. " ms of idleness")
       assert.is_true(loop.now_ms() - t0 >= 2500 + 1300)
       assert.is_nil(state.supervisor_pid(sb.id))
-      assert.equal("still here", helpers.read_file(sb:host_path("home") .. "/note.txt"))
+      assert.equal("still here", D.stored(sb.id, "/home/user/note.txt"))
       local sb2 = assert(sandbox.connect(sb.id))
       assert.equal("still here", assert(sb2.envd:read_file("/home/user/note.txt")))
       assert.is_true(sb2:kill())
@@ -264,7 +264,8 @@ describe("local sandbox isolation", function()
       local names = {}
       for _, e in ipairs(assert(c:list_dir("/"))) do names[e.name] = true end
       assert.is_nil(names.work)
-      assert.is_nil(names.root)
+      -- /root is the sandbox root's own home, empty: not the host's
+      assert.same({}, assert(c:list_dir("/root", 1, { user = "root" })))
       assert.is_true(names.home and names.usr and names.tmp)
       -- the host's /tmp is not the sandbox's /tmp
       local code, listing = sh(c, "ls -A /tmp")

@@ -1,12 +1,15 @@
--- Nothing the host reads to find or authenticate a local sandbox is writable
--- from inside it (issue 7, isolation item 1). Code in a sandbox plants what
--- it can in its own /run/dsh (once dshd's ready file and socket): an
--- address of another listener, links to host files and to another unix
--- socket. The host keeps talking to the sandbox's own dshd, proved by the
--- sandbox's hostname coming back, and a trap listener (a dshd on the host
--- without a token, which would run the command as the host) stays unused.
--- The records the host does read live outside the sandbox and are opened
--- without following links, as regular files of bounded size.
+-- Nothing the host reads to find or authenticate a local sandbox is in the
+-- sandbox's reach (issue 7, isolation item 1; issue 18, item 1): dshd
+-- listens on a socket the launcher bound in the host's state directory and
+-- handed over as a descriptor, so there is no path of dshd's inside to plant
+-- a ready file, a link or another listener at, and the host never reads a
+-- file the sandbox can write. Code in the sandbox plants what it can where
+-- dshd's files used to be and in its home; the host keeps talking to the
+-- sandbox's own dshd, proved by the sandbox's hostname coming back, and a
+-- trap listener (a dshd on the host without a token, which would run the
+-- command as the host) stays unused. The records the host does read live
+-- outside the sandbox and are opened without following links, as regular
+-- files of bounded size.
 local D = require "helpers.dshd"
 local helpers = require "helpers"
 local hostfs = require "dsh.hostfs"
@@ -48,48 +51,33 @@ describe("a local sandbox cannot steer the host", function()
   before_each(helpers.snapshot)
   after_each(helpers.assert_clean)
 
-  it("is reached through a socket in the host's state directory, outside every directory it can write", function()
+  it("is reached through a socket in the host's state directory that no path inside names", function()
     helpers.run(function()
       local sb = assert(sandbox.create {})
       finally(function() sandbox.kill(sb.id) end)
       assert.equal(state.socket(sb.id), sb.envd.unix_socket)
       assert.equal("socket", lfs.symlinkattributes(state.socket(sb.id), "mode"))
-      -- nothing of dshd's is left where the sandbox writes
-      assert.same({ 0, "", "" }, { sh(sb.envd, "ls -A /run/dsh") })
-      assert.same({}, sys.list_dir(sb:host_path("run")))
-      -- the sandbox's writable directories are home, tmp and run; the socket
-      -- and every record the host reads sit beside them, never in them
-      for _, name in ipairs { "dshd.sock", "meta.json", "supervisor.pid", "runtime.json" } do
-        local path = state.dir(sb.id) .. "/" .. name
-        assert.is_truthy(lfs.symlinkattributes(path), name)
-        for _, w in ipairs { "home", "tmp", "run" } do
-          assert.is_nil(path:find(sb:host_path(w) .. "/", 1, true), name .. " is inside " .. w)
-        end
+      -- no socket anywhere in the sandbox's file system, and /run is read-only
+      assert.same({ 0, "", "" }, { sh(sb.envd, "find / -xdev -type s 2>/dev/null; find /run /tmp /home -type s") })
+      local code, _, err = sh(sb.envd, "mkdir -p /run/dsh")
+      assert.equal(1, code)
+      assert.matches("Read%-only file system", err)
+      -- dshd holds its socket as a descriptor no command may see
+      code = sh(sb.envd, "ls -l /proc/2/fd")
+      assert.equal(2, code)
+      -- every record the host reads sits in the state directory, none inside the sandbox
+      local mounts = select(2, sh(sb.envd, "cat /proc/self/mountinfo"))
+      assert.is_nil(mounts:find(state.dir(sb.id), 1, true))
+      for _, name in ipairs { "dshd.sock", "meta.json", "supervisor.pid", "runtime.json", "ready" } do
+        assert.is_truthy(lfs.symlinkattributes(state.dir(sb.id) .. "/" .. name), name)
       end
       sb:close()
     end)
   end)
 
-  it("ignores a ready file written inside that names another listener", function()
+  it("ignores ready files, links and sockets planted where dshd's files were", function()
     helpers.run(function()
-      local trap = D.bare()
-      local sb = assert(sandbox.create {})
-      finally(function()
-        sandbox.kill(sb.id)
-        trap.stop()
-      end)
-      local code = sh(sb.envd,
-        "printf '%s\\n' " .. trap.addr .. " >/run/dsh/ready.tmp && mv /run/dsh/ready.tmp /run/dsh/ready")
-      assert.equal(0, code)
-      sb:close()
-      assert.equal(hostname_of(sb.id), who_answers(sb.id))
-    end)
-  end)
-
-  it("never follows a link planted inside to a host file", function()
-    helpers.run(function()
-      local trap = D.bare()
-      -- a host-only file whose content would be a usable address
+      local trap = D.bare({}, { listen = tmp .. "/trap.sock" })
       local secret = tmp .. "/host-only"
       helpers.write_file(secret, trap.addr .. "\n")
       local sb = assert(sandbox.create {})
@@ -97,28 +85,13 @@ describe("a local sandbox cannot steer the host", function()
         sandbox.kill(sb.id)
         trap.stop()
       end)
-      assert.equal(0, (sh(sb.envd, "ln -sf '" .. secret .. "' /run/dsh/ready")))
-      assert.equal("link", lfs.symlinkattributes(sb:host_path("run") .. "/ready", "mode"))
+      local plant = "set -e; for d in /home/user /tmp /dev/shm; do mkdir -p $d/run/dsh; "
+        .. "printf '%s\\n' '" .. trap.addr .. "' >$d/run/dsh/ready; "
+        .. "ln -sf '" .. secret .. "' $d/ready; ln -sf '" .. tmp .. "/trap.sock' $d/dshd.sock; done"
+      assert.equal(0, (sh(sb.envd, plant)))
       sb:close()
       assert.equal(hostname_of(sb.id), who_answers(sb.id))
       -- and across a pause: the restarted sandbox is found the same way
-      assert(sandbox.pause(sb.id))
-      assert.equal(hostname_of(sb.id), who_answers(sb.id))
-    end)
-  end)
-
-  it("never follows a link planted in place of its socket to another unix socket", function()
-    helpers.run(function()
-      local trap = D.bare({}, { listen = tmp .. "/trap.sock" })
-      local sb = assert(sandbox.create { network = false })
-      finally(function()
-        sandbox.kill(sb.id)
-        trap.stop()
-      end)
-      local code = sh(sb.envd, "rm -f /run/dsh/dshd.sock; ln -s '" .. tmp .. "/trap.sock' /run/dsh/dshd.sock")
-      assert.equal(0, code)
-      sb:close()
-      assert.equal(hostname_of(sb.id), who_answers(sb.id))
       assert(sandbox.pause(sb.id))
       assert.equal(hostname_of(sb.id), who_answers(sb.id))
     end)

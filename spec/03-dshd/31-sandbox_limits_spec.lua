@@ -67,7 +67,7 @@ end
 -- Host uid of the sandbox user: the owner of a file it creates.
 local function host_uid(sb)
   assert.equal(0, (sh(sb.envd, "touch /home/user/.mine")))
-  return lfs.attributes(sb:host_path("home") .. "/.mine", "uid")
+  return lfs.attributes(D.inside(sb.id, "/home/user/.mine"), "uid")
 end
 
 -- Largest number of tasks seen in ns over ms, sampled every 50 ms; also
@@ -88,7 +88,7 @@ describe("local sandbox limits", function()
   before_each(helpers.snapshot)
   after_each(helpers.assert_clean)
 
-  it("runs the sandbox user as an unprivileged host uid of its own", function()
+  it("runs dshd as the sandbox's root and commands as `user`: two host uids of its own", function()
     helpers.run(function()
       local a = assert(sandbox.create { network = false })
       local b = assert(sandbox.create { network = false })
@@ -96,39 +96,59 @@ describe("local sandbox limits", function()
         a:kill()
         b:kill()
       end)
+      local ma, mb = assert(state.read_meta(a.id)), assert(state.read_meta(b.id))
       local ua, ub = host_uid(a), host_uid(b)
+      assert.same({ ma.uid, mb.uid }, { ua, ub })
       if sys.getuid() == 0 then
-        assert.is_true(ua ~= 0 and ub ~= 0 and ua ~= ub, "host uids " .. ua .. " and " .. ub)
+        assert.same({ "dedicated", "separate" }, { ma.identities, a.limits.identities })
+        local all = { ma.root_uid, ma.uid, mb.root_uid, mb.uid }
+        for i = 1, 4 do
+          assert.is_true(all[i] ~= 0 and all[i] >= 0x70000000, "host uid " .. all[i])
+          for j = i + 1, 4 do assert.is_not.equal(all[i], all[j]) end
+        end
       else
-        assert.same({ sys.getuid(), sys.getuid() }, { ua, ub })
+        assert.equal(sys.getuid(), ma.root_uid)
       end
-      -- every process of the sandbox, dshd included, runs as that uid
-      local pids = members(pidns(a.envd))
-      assert.is_true(#pids >= 2)
-      for _, pid in ipairs(pids) do assert.equal(ua, real_uid(pid)) end
+      -- dshd runs as the root uid, every command as the user's
+      local ns = pidns(a.envd)
+      local sleeper = assert(a.envd:start { cmd = "sleep", args = { "60" } })
+      local pids = members(ns)
+      assert.is_true(#pids >= 3)
+      local seen = {}
+      for _, pid in ipairs(pids) do
+        local comm = (sys.read_file("/proc/" .. pid .. "/comm") or ""):gsub("\n$", "")
+        seen[comm] = real_uid(pid)
+      end
+      assert.equal(ma.root_uid, seen.dshd)
+      assert.equal(ma.root_uid, seen.bwrap)
+      assert.equal(ua, seen.sleep)
+      assert(a.envd:send_signal(sleeper.pid, "SIGKILL", { group = true }))
+      sleeper:close()
     end)
   end)
 
-  it("claims each sandbox's host uid machine-wide and takes over only a stale claim", function()
+  it("claims each sandbox's host uids machine-wide and takes over only a stale claim", function()
     local uids = require "dsh.sandbox.uids"
     if sys.getuid() ~= 0 then
-      assert.is_false(uids.dedicated()) -- the sandbox user is this host user
+      assert.is_false(uids.dedicated()) -- the sandbox's ids are this user's (subordinate or shared)
       return
     end
     helpers.run(function()
       local sb = assert(sandbox.create { network = false })
       finally(function() sb:kill() end)
-      local uid = assert(state.read_meta(sb.id)).uid
-      assert.is_true(uids.ours(uid))
-      assert.equal(state.dir(sb.id) .. "\n", helpers.read_file(uids.CLAIMS .. "/" .. uid .. "/owner"))
+      local meta = assert(state.read_meta(sb.id))
+      local key = meta.root_uid
+      assert.is_true(uids.ours(key) and uids.ours(meta.uid))
+      assert.equal(key + 1, meta.uid)
+      assert.equal(state.dir(sb.id) .. "\n", helpers.read_file(uids.CLAIMS .. "/" .. key .. "/owner"))
       -- held by a live sandbox: refused to anyone else
-      local ok, why = uids.claim(uid, "/nonexistent/other")
+      local ok, why = uids.claim(key, "/nonexistent/other", meta.uid)
       assert.is_nil(ok)
-      assert.equal("uid " .. uid .. " is held by " .. state.dir(sb.id), why)
+      assert.equal("uid " .. key .. " is held by " .. state.dir(sb.id), why)
       -- a claim whose sandbox is gone is taken over, and released by its new owner
-      local stale = uid + 1 < uids.BASE + uids.COUNT and uid + 1 or uid - 1
-      assert(uids.claim(stale, "/nonexistent/gone"))
-      assert(uids.claim(stale, "/nonexistent/next"))
+      local stale = key + 2 < uids.BASE + uids.COUNT and key + 2 or key - 2
+      assert(uids.claim(stale, "/nonexistent/gone", stale + 1))
+      assert(uids.claim(stale, "/nonexistent/next", stale + 1))
       assert.equal("/nonexistent/next\n", helpers.read_file(uids.CLAIMS .. "/" .. stale .. "/owner"))
       uids.release(stale, "/nonexistent/gone") -- not its claim any more: kept
       assert.is_true(sys.exists(uids.CLAIMS .. "/" .. stale))
@@ -136,7 +156,7 @@ describe("local sandbox limits", function()
       assert.is_false(sys.exists(uids.CLAIMS .. "/" .. stale))
       local dir = state.dir(sb.id)
       assert(sb:kill())
-      assert.is_false(sys.exists(uids.CLAIMS .. "/" .. uid), "claim of " .. dir .. " left after kill")
+      assert.is_false(sys.exists(uids.CLAIMS .. "/" .. key), "claim of " .. dir .. " left after kill")
     end)
   end)
 
@@ -235,7 +255,11 @@ describe("local sandbox limits", function()
       local sb = assert(sandbox.create { network = false })
       finally(function() sb:kill() end)
       local host, d = limits.host(), limits.defaults()
-      assert.same({ maxProcesses = 1024, memoryMb = d.memoryMb, cpus = d.cpus }, sb.limits)
+      local want = { maxProcesses = 1024, memoryMb = d.memoryMb, cpus = d.cpus, maxOpenFiles = d.maxOpenFiles,
+        identities = sys.getuid() == 0 and "separate" or sb.limits.identities, diskMb = sb.limits.diskMb }
+      assert.same(want, sb.limits)
+      assert.is_true(d.maxOpenFiles * 1024 <= host.file_max / 4)
+      if sys.getuid() == 0 then assert.is_true(sb.limits.diskMb >= 64 and sb.limits.diskMb <= 10240) end
       assert.is_true(d.memoryMb <= math.max(64, host.memory_mb / 2))
       assert.is_true(d.cpus <= math.max(1, host.cpus - 1))
       local listed
@@ -280,7 +304,7 @@ describe("local sandbox limits", function()
       for _, s in ipairs(sandbox.list()) do
         if s.id == id then listed = s end
       end
-      assert.same({ maxProcesses = 100, memoryMb = 256, cpus = 0.5 }, listed.limits)
+      assert.same({ 100, 256, 0.5 }, { listed.limits.maxProcesses, listed.limits.memoryMb, listed.limits.cpus })
       assert.same({ 1, "", "dsh: --max-processes must be an integer from 16 to 4194304\n" },
         { dsh("sandbox", "create", "--max-processes", "3") })
       assert.same({ 1, "", "dsh: --cpus must be a positive number\n" }, { dsh("sandbox", "create", "--cpus", "x") })

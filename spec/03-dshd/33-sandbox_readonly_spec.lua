@@ -44,9 +44,14 @@ describe("local sandbox file system", function()
         assert.same({ 1, "", "mkdir: cannot create directory '" .. d .. "/probe': Read-only file system\n" },
           { code, out, err }, d)
       end
-      -- nor can they be moved aside or replaced
+      -- nor can they be moved aside or replaced: not by `user` (the root is
+      -- sticky), and not by the sandbox's root either (they are mount points)
+      local root = S:test_client { user = "root" }
       for _, d in ipairs { "/etc", "/usr", "/bin", "/run" } do
         local code, _, err = sh(c, "mv " .. d .. " " .. d .. ".old")
+        assert.equal(1, code, d)
+        assert.matches("Operation not permitted", err)
+        code, _, err = sh(root, "mv " .. d .. " " .. d .. ".old")
         assert.equal(1, code, d)
         assert.matches("Device or resource busy", err)
       end

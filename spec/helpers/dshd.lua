@@ -116,9 +116,38 @@ function Shared:addr()
   return self.url and self.url:match("^http://(.*)$") or self.unix_socket
 end
 
---- Host path of the sandbox's home (/home/user inside).
+--- Where the host reaches path of running sandbox id: through its first
+-- process's root (its files may live in a disk image the host never
+-- mounts). For specs only: dsh itself never looks inside a sandbox.
+function M.inside(id, path)
+  local rt = state.read_runtime(id)
+  local pid = rt and rt.init and rt.init:match("^(%d+)")
+  assert(pid, "sandbox " .. id .. " is not running")
+  return "/proc/" .. pid .. "/root" .. path
+end
+
+--- The content of path (under /home/user or /tmp) of stopped sandbox id, as
+-- it is stored (read from its disk image with debugfs), or nil.
+function M.stored(id, path)
+  local dir = state.dir(id)
+  local rel = path:match("^/home/user(/.*)$") and "/home" .. path:sub(11) or path
+  if not require("dsh.sandbox.disk").has_image(dir) then return sys.read_file(dir .. rel) end
+  local out
+  helpers.run(function()
+    local p = assert(proc.spawn { argv = { "debugfs", "-R", "cat \"" .. rel .. "\"", dir .. "/disk.img" },
+      env = { PATH = "/usr/sbin:/usr/bin:/sbin:/bin" }, stdout = "pipe", stderr = "pipe" })
+    out = p:read_all()
+    local err = p:read_all("stderr")
+    p:wait()
+    p:close()
+    if err:find("not found", 1, true) then out = nil end
+  end)
+  return out
+end
+
+--- Host path of the running sandbox's home (/home/user inside).
 function Shared:home()
-  return state.dir(self.id) .. "/home"
+  return M.inside(self.id, "/home/user")
 end
 
 function Shared:kill()

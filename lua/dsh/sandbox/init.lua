@@ -7,12 +7,15 @@
 -- files; an idle timeoutMs pauses or kills it as configured. State lives under
 -- the user's state directory (XDG), never in a project tree.
 --
--- Containment (docs/decisions.md, "Local sandboxes"): the host reaches dshd
--- only through a unix socket the sandbox cannot touch; the sandbox user is an
--- unprivileged host uid of its own when the host runs as root; processes,
--- memory and CPU are limited (dsh.sandbox.limits); every sandbox has its own
--- network namespace (outbound only, dsh.sandbox.network); pause and kill
--- return once every process of the sandbox is gone (dsh.sandbox.reap).
+-- Containment (docs/security.md, and docs/decisions.md "Local sandboxes"):
+-- the host reaches dshd only through a unix socket the sandbox cannot touch;
+-- dshd runs as the sandbox's root and commands as `user`, two host uids
+-- (dsh.sandbox.uids), so code in the sandbox cannot touch its daemon; a
+-- system-call filter and no nested user namespaces; processes, memory, CPU,
+-- open files and disk are limited (dsh.sandbox.limits, dsh.sandbox.disk);
+-- every sandbox has its own network namespace (outbound only,
+-- dsh.sandbox.network); pause and kill return once every process of the
+-- sandbox is gone (dsh.sandbox.reap).
 local async = require "dsh.async"
 local envd = require "dsh.envd"
 local errors = require "dsh.errors"
@@ -26,6 +29,7 @@ local limits = require "dsh.sandbox.limits"
 local network = require "dsh.sandbox.network"
 local reap = require "dsh.sandbox.reap"
 local uids = require "dsh.sandbox.uids"
+local disk = require "dsh.sandbox.disk"
 
 local M = {}
 
@@ -89,6 +93,7 @@ local function launch(id)
   local dir = state.dir(id)
   local code = string.format("require('dsh.sandbox.supervisor').run(%q)", id)
   local log = dir .. "/sandbox.log"
+  if (lfs.symlinkattributes(log, "size") or 0) > state.MAX_LOG_BYTES then os.rename(log, log .. ".1") end
   if not sys.exists(log) then sys.write_file(log, "", "600") end
   local env = {
     PATH = os.getenv("PATH") or "/usr/bin:/bin",
@@ -120,13 +125,13 @@ local function launch(id)
   return true
 end
 
--- Wait until the supervisor has published dshd's socket (a socket in the
+-- Wait until the supervisor says dshd answers (its `ready` record in the
 -- state directory, which only the host writes); true or nil, err.
 local function wait_ready(id, timeout_ms)
   local start = loop.now_ms()
   local seen_supervisor = false
   while loop.now_ms() - start < timeout_ms do
-    if lfs.symlinkattributes(state.socket(id), "mode") == "socket" then return true end
+    if lfs.symlinkattributes(state.ready_path(id), "mode") == "file" then return true end
     local alive = state.supervisor_pid(id) ~= nil
     seen_supervisor = seen_supervisor or alive
     if (seen_supervisor and not alive) or (not seen_supervisor and loop.now_ms() - start > 5000) then
@@ -138,27 +143,36 @@ local function wait_ready(id, timeout_ms)
     .. timeout_ms .. " ms: " .. state.log_tail(id, 5))
 end
 
--- A sandbox made before sandboxes had a host uid and limits of their own
--- (or moved to a root host) gets them when it next starts.
+-- A sandbox made before sandboxes had two identities and limits of their own
+-- (or moved to another host) gets them when it next starts; it keeps its
+-- files in directories (no disk image, so no disk limit).
 local function upgrade(id, meta)
   local changed = false
   if not meta.limits then
-    meta.limits = limits.plan {}
+    meta.limits = limits.plan({}, state.root())
     changed = true
   end
-  if uids.dedicated() and not meta.uid then
+  if not meta.identities then
     local dir = state.dir(id)
-    local uid, why = uids.allocate(dir)
-    if not uid then return nil, errors.new("unavailable", why) end
-    local ok, cerr = uids.chown(uid, { dir .. "/home", dir .. "/tmp", dir .. "/run" }, true)
-    if not ok then return nil, errors.new("internal", cerr) end
-    sys.chmod(dir, "711")
-    if not sys.exists(dir .. "/dshd") then sys.write_file(dir .. "/dshd", "", "644") end
-    meta.uid = uid
+    local old = meta.uid
+    local ids, why = uids.allocate(dir)
+    if not ids then return nil, errors.new("unavailable", why) end
+    if ids.mode ~= "shared" then
+      for _, d in ipairs { "home", "tmp" } do sys.mkdir_p(dir .. "/" .. d, "755") end
+      local ok, cerr = uids.chown(ids.uid, { dir .. "/home", dir .. "/tmp" }, true, ids.gid)
+      if ok and ids.mode == "dedicated" then ok, cerr = uids.chown(ids.root_uid, { dir .. "/tmp" }, false, ids.root_gid) end
+      if not ok then return nil, errors.new("internal", cerr) end
+      sys.chmod(dir .. "/tmp", "1777")
+    end
+    if uids.ours(old) then uids.release(old, dir) end
+    meta.identities, meta.root_uid, meta.root_gid, meta.uid, meta.gid =
+      ids.mode, ids.root_uid, ids.root_gid, ids.uid, ids.gid
+    if ids.mode == "dedicated" then sys.chmod(dir, "711") end
     changed = true
   end
-  if meta.network ~= false and not sys.exists(state.dir(id) .. "/etc/resolv.conf") then
-    sys.write_file(state.dir(id) .. "/etc/resolv.conf", network.RESOLV_CONF, "644")
+  -- /etc files a newer dsh generates (resolv.conf, cmdline)
+  for name, text in pairs(bwrap.etc_files(id, meta.network ~= false and network.RESOLV_CONF or nil)) do
+    if not sys.exists(state.dir(id) .. "/etc/" .. name) then sys.write_file(state.dir(id) .. "/etc/" .. name, text, "644") end
   end
   if changed then state.write_meta(id, meta) end
   return true
@@ -166,7 +180,7 @@ end
 
 --- What is left of the sandbox's processes after its supervisor ended.
 local function reap_leftovers(id, meta)
-  local ok, err = reap.all(state.read_runtime(id), meta and meta.uid)
+  local ok, err = reap.all(state.read_runtime(id), meta and meta.root_uid, meta and meta.uid)
   if not ok then return nil, err end
   local rt = state.read_runtime(id)
   if rt then limits.remove(rt.cgroups) end
@@ -184,6 +198,7 @@ local function attach(id, meta)
     ok, err = upgrade(id, meta)
     if not ok then return nil, err end
     os.remove(state.socket(id))
+    os.remove(state.ready_path(id))
     ok, err = launch(id)
     if not ok then return nil, err end
   end
@@ -208,10 +223,17 @@ local function attach(id, meta)
   }, Sandbox)
 end
 
---- The limits a sandbox runs with (nil: not enforced on this host).
+--- The limits a sandbox runs with (nil: not enforced on this host), and how
+-- it is isolated: `identities` is "separate" (dshd and commands are two host
+-- uids: code in the sandbox cannot touch dshd) or "shared" (a host without
+-- root nor subordinate ids: they share one; see the README).
 function M.limits_of(meta)
   local l = meta.limits or {}
-  return { maxProcesses = l.maxProcesses, memoryMb = l.memoryMb, cpus = l.cpus }
+  return {
+    maxProcesses = l.maxProcesses, memoryMb = l.memoryMb, cpus = l.cpus, maxOpenFiles = l.maxOpenFiles,
+    diskMb = disk.has_image(state.dir(meta.id or "")) and l.diskMb or nil,
+    identities = (meta.identities == nil or meta.identities == "shared") and "shared" or "separate",
+  }
 end
 
 ---@class dsh.SandboxCreateOpts
@@ -224,6 +246,10 @@ end
 ---@field maxProcesses integer|nil processes and threads together (default 1024)
 ---@field memoryMb integer|nil    memory (default: half the host's, at most 4096)
 ---@field cpus number|nil         CPU time in CPUs (default: the host's CPUs but one, at least 1)
+---@field maxOpenFiles integer|nil open files per process (default 1024, less when the host's fs.file-max is small)
+---@field diskMb integer|nil      bytes written under /home/user and /tmp (root hosts; default a quarter of
+---                               the free space, at most 10240)
+---@field etc string[]|nil        host /etc entries to mount read-only beyond the default few ("gitconfig")
 
 --- Create and start a local sandbox. Returns a sandbox handle or nil, err.
 ---@param opts dsh.SandboxCreateOpts|nil
@@ -243,9 +269,13 @@ function M.create(opts)
   errors.check(MOD, "create: metadata", opts.metadata, "table", true)
   errors.check(MOD, "create: network", opts.network, "boolean", true)
   limits.check(MOD, opts)
+  bwrap.check_etc(MOD, opts.etc)
   local dshd = M.dshd_path()
   if not dshd then
     return nil, errors.new("failed_precondition", "dshd not found (build with `make`, or set DSH_DSHD)")
+  end
+  if not bwrap.launcher(dshd) then
+    return nil, errors.new("failed_precondition", "dsh-launch not found beside " .. dshd .. " (build with `make`)")
   end
   if not sys.which("bwrap") then
     return nil, errors.new("failed_precondition", "bubblewrap (bwrap) is not installed")
@@ -255,9 +285,8 @@ function M.create(opts)
     return nil, errors.new("failed_precondition",
       "slirp4netns is not installed (it gives sandboxes their outbound network; or pass network = false)")
   end
-  local plan, perr = limits.plan(opts)
-  if not plan then return nil, perr end
-
+  local unusable = with_network and network.unusable()
+  if unusable then return nil, errors.new("failed_precondition", unusable) end
   local id = sys.random_id(20)
   local dir = state.dir(id)
   if #state.socket(id) > 107 then
@@ -269,11 +298,12 @@ function M.create(opts)
     return nil, errors.new("internal",
       "cannot create the sandbox state directory " .. state.root() .. ": " .. tostring(rerr))
   end
-  for _, sub in ipairs { "", "/home", "/tmp", "/run", "/etc" } do
-    local ok, err = sys.mkdir_p(dir .. sub, sub == "/tmp" and "1777" or "700")
+  local plan, perr = limits.plan(opts, state.root())
+  if not plan then return nil, perr end
+  for _, sub in ipairs { "", "/etc" } do
+    local ok, err = sys.mkdir_p(dir .. sub, "700")
     if not ok then return nil, errors.new("internal", "cannot create " .. dir .. sub .. ": " .. tostring(err)) end
   end
-  sys.chmod(dir .. "/home", "755")
   sys.chmod(dir .. "/etc", "755")
   for name, text in pairs(bwrap.etc_files(id, with_network and network.RESOLV_CONF or nil)) do
     sys.write_file(dir .. "/etc/" .. name, text, "644")
@@ -281,27 +311,36 @@ function M.create(opts)
   local meta = {
     id = id, created_at = os.date("!%Y-%m-%dT%H:%M:%SZ"), timeout_ms = timeout, on_timeout = on_timeout,
     network = with_network, envs = opts.envs or {}, metadata = opts.metadata or {},
-    token = sys.random_hex(32), dshd = dshd, limits = plan,
+    token = sys.random_hex(32), dshd = dshd, limits = plan, etc = opts.etc,
   }
-  if uids.dedicated() then
-    -- the sandbox's own host uid owns what it may write; the launcher reaches
-    -- the rest through <dir> (0711) and the dshd mount point
-    local uid, why = uids.allocate(dir)
-    if not uid then
-      sys.rm_rf(dir)
-      return nil, errors.new("unavailable", why)
-    end
-    meta.uid = uid
-    state.write_meta(id, meta) -- so that kill releases the uid whatever fails next
-    local ok, cerr = uids.chown(uid, { dir .. "/home", dir .. "/tmp", dir .. "/run" })
-    if not ok then
-      M.kill(id)
-      return nil, errors.new("internal", cerr)
-    end
-    sys.chmod(dir, "711")
-    sys.write_file(dir .. "/dshd", "", "644")
+  local ids, why = uids.allocate(dir)
+  if not ids then
+    sys.rm_rf(dir)
+    return nil, errors.new("unavailable", why)
   end
-  state.write_meta(id, meta)
+  meta.identities, meta.root_uid, meta.root_gid, meta.uid, meta.gid =
+    ids.mode, ids.root_uid, ids.root_gid, ids.uid, ids.gid
+  state.write_meta(id, meta) -- so that kill releases the claim whatever fails next
+  if ids.mode == "dedicated" then
+    -- the launcher reaches the state directory (0711) as the sandbox's root;
+    -- the sandbox's files live in its disk image when it has a limit
+    sys.chmod(dir, "711")
+    if plan.diskMb then
+      local ok, derr = disk.create(dir, plan.diskMb, ids.root_uid, ids.root_gid)
+      if not ok then
+        M.kill(id)
+        return nil, errors.new("internal", "cannot make the sandbox's disk: " .. derr)
+      end
+    else
+      for _, d in ipairs { "home", "tmp" } do sys.mkdir_p(dir .. "/" .. d, d == "tmp" and "1777" or "755") end
+      local ok, cerr = uids.chown(ids.uid, { dir .. "/home" }, false, ids.gid)
+      if ok then ok, cerr = uids.chown(ids.root_uid, { dir .. "/tmp" }, false, ids.root_gid) end
+      if not ok then
+        M.kill(id)
+        return nil, errors.new("internal", cerr)
+      end
+    end
+  end
   local sb, err = attach(id, meta)
   if not sb then
     M.kill(id)
@@ -362,7 +401,7 @@ function M.kill(id)
   if not sok then return nil, serr end
   local ok, err = sys.rm_rf(state.dir(id))
   if not ok then return nil, errors.new("internal", "cannot delete sandbox " .. id .. ": " .. tostring(err)) end
-  if meta and meta.uid then uids.release(meta.uid, state.dir(id)) end
+  if meta then uids.release(uids.key(meta), state.dir(id)) end
   return true
 end
 

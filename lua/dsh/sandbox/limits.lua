@@ -1,21 +1,30 @@
 --- dsh.sandbox.limits: what one local sandbox may take of the host.
 --
--- Three limits, each with a default that keeps the host usable:
+-- Each limit has a default that keeps the host usable, and a value the host
+-- cannot give is refused, naming the host's figure:
 --   maxProcesses  processes and threads together (default 1024)
---   memoryMb      memory, page cache and tmpfs included (default: half the
---                 host's memory, at most 4096)
+--   memoryMb      memory, page cache, tmpfs and the kernel's own objects
+--                 (open files among them) included (default: half the host's
+--                 memory, at most 4096)
 --   cpus          CPU time, in CPUs (default: all CPUs but one, at least 1)
--- They are enforced with cgroup v1 controllers (pids, memory, cpu; freezer to
--- stop a sandbox without a fork race) when the host lets dsh create groups,
--- and the process limit also with RLIMIT_NPROC under the sandbox's own host
--- uid. A sandbox's groups are children of the supervisor's own group in each
--- hierarchy, named dsh-<id>: whatever accounts for the creator of a sandbox
--- also accounts for the sandbox. A limit the caller asks for explicitly and
--- the host cannot enforce is an error; a default that cannot be enforced is
--- recorded as absent (nil) in the sandbox's limits.
+--   maxOpenFiles  open files per process, a hard limit (default 1024, less
+--                 when maxProcesses x maxOpenFiles would pass a quarter of
+--                 the host's fs.file-max: one sandbox must never run the host
+--                 out of file structures)
+--   diskMb        bytes written under /home/user and /tmp (default a quarter
+--                 of the free space of the state directory's file system, at
+--                 most 10240), see dsh.sandbox.disk
+-- Processes, memory and CPU are enforced with cgroups (dsh.sandbox.cgroups,
+-- v1 or v2) when the host lets dsh create groups, the process limit also with
+-- RLIMIT_NPROC under the sandbox's own host uids, open files with
+-- RLIMIT_NOFILE set by dshd on every process it starts, inotify (per uid in
+-- the sandbox's user namespace) and nested user namespaces (none) with that
+-- namespace's sysctls. A limit the caller asks for explicitly and the host
+-- cannot enforce is an error; a default that cannot be enforced is recorded
+-- as absent (nil) in the sandbox's limits.
+local cgroups = require "dsh.sandbox.cgroups"
+local disk = require "dsh.sandbox.disk"
 local errors = require "dsh.errors"
-local lfs = require "lfs"
-local sys = require "dsh.sysutil"
 
 local M = {}
 
@@ -23,9 +32,13 @@ M.DEFAULT_MAX_PROCESSES = 1024
 M.MIN_MAX_PROCESSES = 16 -- bubblewrap (2), dshd and a shell with a pipeline
 M.MAX_MAX_PROCESSES = 4194304
 M.MIN_MEMORY_MB = 64
-M.CFS_PERIOD_US = 100000
-
-local CONTROLLERS = { "pids", "memory", "cpu", "freezer" }
+M.DEFAULT_MAX_OPEN_FILES = 1024
+M.MIN_MAX_OPEN_FILES = 64
+M.MAX_MAX_OPEN_FILES = 1048576
+M.FILE_SHARE = 4 -- a sandbox holds at most fs.file-max / FILE_SHARE open files
+M.INOTIFY_WATCHES = 65536 -- per uid of the sandbox
+M.INOTIFY_INSTANCES = 128
+M.CFS_PERIOD_US = cgroups.CFS_PERIOD_US
 
 local function read(path)
   local f = io.open(path, "rb")
@@ -35,7 +48,7 @@ local function read(path)
   return s
 end
 
---- CPUs online and memory of this host (MiB).
+--- This host's figures: CPUs online, memory (MiB), fs.file-max.
 function M.host()
   local cpus = 0
   for part in (read("/sys/devices/system/cpu/online") or "0"):gmatch("[^,%s]+") do
@@ -43,15 +56,30 @@ function M.host()
     cpus = cpus + (a and (tonumber(b) - tonumber(a) + 1) or 1)
   end
   local kb = tonumber((read("/proc/meminfo") or ""):match("MemTotal:%s*(%d+)")) or 0
-  return { cpus = math.max(1, cpus), memory_mb = math.floor(kb / 1024) }
+  local file_max = tonumber((read("/proc/sys/fs/file-max") or ""):match("%d+")) or 1048576
+  return { cpus = math.max(1, cpus), memory_mb = math.floor(kb / 1024), file_max = file_max }
 end
 
-function M.defaults()
-  local h = M.host()
+--- dshd's own open-file limit for a sandbox of n processes: a few pipes per
+-- process it runs, and its connections.
+function M.dshd_open_files(n)
+  return 4 * n + 1024
+end
+
+-- The open files a sandbox of n processes may hold in all.
+local function file_budget(host)
+  return math.floor(host.file_max / M.FILE_SHARE)
+end
+
+function M.defaults(host, max_processes)
+  host = host or M.host()
+  local n = max_processes or M.DEFAULT_MAX_PROCESSES
+  local per = math.floor((file_budget(host) - M.dshd_open_files(n)) / n)
   return {
     maxProcesses = M.DEFAULT_MAX_PROCESSES,
-    memoryMb = math.max(M.MIN_MEMORY_MB, math.min(4096, math.floor(h.memory_mb / 2))),
-    cpus = math.max(1, h.cpus - 1),
+    memoryMb = math.max(M.MIN_MEMORY_MB, math.min(4096, math.floor(host.memory_mb / 2))),
+    cpus = math.max(1, host.cpus - 1),
+    maxOpenFiles = math.min(M.DEFAULT_MAX_OPEN_FILES, per),
   }
 end
 
@@ -67,170 +95,90 @@ function M.check(mod, opts)
   end
   int("maxProcesses", M.MIN_MAX_PROCESSES, M.MAX_MAX_PROCESSES)
   int("memoryMb", M.MIN_MEMORY_MB, 2 ^ 40)
+  int("maxOpenFiles", M.MIN_MAX_OPEN_FILES, M.MAX_MAX_OPEN_FILES)
+  int("diskMb", disk.MIN_MB, 2 ^ 40)
   local c = opts.cpus
   if c ~= nil and (type(c) ~= "number" or c ~= c or c < 0.01 or c > 4096) then
     error(mod .. ": create: cpus must be a number from 0.01 to 4096", 3)
   end
 end
 
--- cgroup v1 hierarchies ---------------------------------------------------------
-
--- controller -> mount point and the mount's root, from /proc/self/mountinfo.
-local function mounts()
-  local out = {}
-  for line in (read("/proc/self/mountinfo") or ""):gmatch("[^\n]+") do
-    local root, point, rest = line:match("^%S+ %S+ %S+ (%S+) (%S+) .- %- (.*)$")
-    local fstype, opts = (rest or ""):match("^(%S+) %S+ (%S+)")
-    if fstype == "cgroup" and opts:match("^rw") then
-      for opt in opts:gmatch("[^,]+") do
-        if not out[opt] then out[opt] = { point = point, root = root } end
-      end
-    end
-  end
-  return out
+local function refuse(fmt, ...)
+  return errors.new("failed_precondition", string.format(fmt, ...))
 end
 
--- controller -> this process's own group directory, for the controllers this
--- process may create child groups in.
-local function own_groups()
-  local m = mounts()
-  local out = {}
-  for line in (read("/proc/self/cgroup") or ""):gmatch("[^\n]+") do
-    local names, path = line:match("^%d+:([^:]*):(.*)$")
-    for name in (names or ""):gmatch("[^,]+") do
-      local mt = m[name]
-      if mt and (mt.root == "/" or path:sub(1, #mt.root) == mt.root) then
-        local rel = mt.root == "/" and path or path:sub(#mt.root + 1)
-        local dir = (mt.point .. rel):gsub("/+$", "")
-        local attr = lfs.attributes(dir)
-        if attr and attr.mode == "directory" and (attr.uid == sys.getuid() or sys.getuid() == 0) then
-          out[name] = dir
-        end
-      end
-    end
+-- Values this host cannot give, named with its figure (nil when all fit).
+local function beyond_host(opts, host, plan)
+  if opts.memoryMb and opts.memoryMb > host.memory_mb then
+    return refuse("memoryMb %d is more than this host's memory (%d MiB)", opts.memoryMb, host.memory_mb)
   end
-  return out
-end
-
---- The controllers this host lets dsh use for a sandbox: {pids=bool, ...}.
-function M.available()
-  local own = own_groups()
-  local out = {}
-  for _, c in ipairs(CONTROLLERS) do out[c] = own[c] ~= nil end
-  return out
+  if opts.cpus and opts.cpus > host.cpus then
+    return refuse("cpus %s is more than this host's %d CPUs", tostring(opts.cpus), host.cpus)
+  end
+  local files = plan.maxProcesses * plan.maxOpenFiles + M.dshd_open_files(plan.maxProcesses)
+  if files > file_budget(host) then
+    return refuse("maxProcesses %d x maxOpenFiles %d (%d open files, dshd's included) is more than a "
+      .. "quarter of this host's fs.file-max (%d)", plan.maxProcesses, plan.maxOpenFiles, files, host.file_max)
+  end
+  if plan.maxOpenFiles < M.MIN_MAX_OPEN_FILES then
+    return refuse("maxProcesses %d leaves fewer than %d open files per process under a quarter of this host's "
+      .. "fs.file-max (%d)", plan.maxProcesses, M.MIN_MAX_OPEN_FILES, host.file_max)
+  end
+  return nil
 end
 
 --- Decide the limits of a new sandbox from create's options: the record kept
--- in its meta ({maxProcesses=, memoryMb=, cpus=, cgroups={controller...}}),
--- or nil, err when an explicitly requested limit cannot be enforced here.
-function M.plan(opts)
-  local d = M.defaults()
-  local av = M.available()
-  local out = { cgroups = {} }
-  for _, c in ipairs(CONTROLLERS) do
+-- in its meta ({maxProcesses=, memoryMb=, cpus=, maxOpenFiles=, diskMb=,
+-- cgroup_version=, cgroups={controller...}}), or nil, err when a value
+-- cannot be given or an explicitly requested limit cannot be enforced here.
+-- state_root: where the sandbox's files go (for the disk figures).
+function M.plan(opts, state_root)
+  local host = M.host()
+  local n = opts.maxProcesses or M.DEFAULT_MAX_PROCESSES
+  local d = M.defaults(host, n)
+  local version, av = cgroups.available()
+  local out = { cgroups = {}, cgroup_version = version }
+  for _, c in ipairs(version == "v2" and { "pids", "memory", "cpu" } or cgroups.V1) do
     if av[c] then out.cgroups[#out.cgroups + 1] = c end
   end
   -- RLIMIT_NPROC always bounds processes; the pids controller makes it exact.
-  out.maxProcesses = opts.maxProcesses or d.maxProcesses
+  out.maxProcesses = n
+  out.maxOpenFiles = opts.maxOpenFiles or d.maxOpenFiles
+  local err = beyond_host(opts, host, out)
+  if err then return nil, err end
   local function want(name, controller)
     if av[controller] then
       out[name] = opts[name] or d[name]
     elseif opts[name] ~= nil then
-      return errors.new("failed_precondition", string.format(
-        "%s cannot be enforced here: dsh needs a cgroup v1 %s controller it may create groups in", name, controller))
+      return refuse("%s cannot be enforced here: dsh needs a cgroup %s controller it may create groups in "
+        .. "(cgroup v1, or v2 with the controller delegated)", name, controller)
     end
   end
-  local err = want("memoryMb", "memory") or want("cpus", "cpu")
+  err = want("memoryMb", "memory") or want("cpus", "cpu")
   if err then return nil, err end
+  local dmb
+  dmb, err = disk.plan(opts.diskMb, state_root)
+  if err then return nil, err end
+  out.diskMb = dmb
   return out
 end
 
---- The group directory of sandbox id for each controller of the plan.
-function M.paths(id, plan)
-  local own = own_groups()
-  local out = {}
-  for _, c in ipairs(plan.cgroups or {}) do
-    if own[c] then out[c] = own[c] .. "/dsh-" .. id end
-  end
-  return out
+--- The sysctls of the sandbox's user namespace (dsh-launch --ns-sysctl).
+function M.ns_sysctls()
+  local host_watches = tonumber((read("/proc/sys/fs/inotify/max_user_watches") or ""):match("%d+"))
+  return {
+    { "user.max_user_namespaces", 0 },
+    { "user.max_inotify_watches", math.min(M.INOTIFY_WATCHES, host_watches or M.INOTIFY_WATCHES) },
+    { "user.max_inotify_instances", M.INOTIFY_INSTANCES },
+  }
 end
 
-local function write(path, value)
-  local f, err = io.open(path, "w")
-  if not f then return nil, err end
-  local ok, werr = f:write(value)
-  local cok, cerr = f:close()
-  if not ok or not cok then return nil, tostring(werr or cerr) end
-  return true
-end
-
---- Create the groups of a sandbox and set its limits; returns {controller=dir}
--- or nil, message. Groups left over from an earlier run are reused.
-function M.create(id, plan)
-  local groups = M.paths(id, plan)
-  for c, dir in pairs(groups) do
-    if not sys.is_dir(dir) then
-      local ok, err = lfs.mkdir(dir)
-      if not ok then return nil, "cannot create cgroup " .. dir .. ": " .. tostring(err) end
-    end
-    local ok, err = true, nil
-    if c == "pids" then
-      ok, err = write(dir .. "/pids.max", tostring(plan.maxProcesses))
-    elseif c == "memory" and plan.memoryMb then
-      local bytes = string.format("%d", plan.memoryMb * 1048576)
-      ok, err = write(dir .. "/memory.limit_in_bytes", bytes)
-      -- swap too, where swap is accounted (memsw must not be below the limit)
-      if ok and sys.exists(dir .. "/memory.memsw.limit_in_bytes") then
-        ok, err = write(dir .. "/memory.memsw.limit_in_bytes", bytes)
-      end
-    elseif c == "cpu" and plan.cpus then
-      ok, err = write(dir .. "/cpu.cfs_period_us", tostring(M.CFS_PERIOD_US))
-      if ok then
-        ok, err = write(dir .. "/cpu.cfs_quota_us", string.format("%d", math.ceil(plan.cpus * M.CFS_PERIOD_US)))
-      end
-    end
-    if not ok then return nil, "cannot set the limits of cgroup " .. dir .. ": " .. tostring(err) end
-  end
-  return groups
-end
-
---- The pids in the sandbox's groups (every group holds all of them).
-function M.pids(groups)
-  local out, seen = {}, {}
-  for _, dir in pairs(groups or {}) do
-    for pid in (read(dir .. "/cgroup.procs") or ""):gmatch("%d+") do
-      if not seen[pid] then
-        seen[pid] = true
-        out[#out + 1] = tonumber(pid)
-      end
-    end
-  end
-  return out
-end
-
---- Freeze (true) or thaw (false) the sandbox when it has a freezer group;
--- returns true once the state is reached (or there is no freezer).
-function M.freeze(groups, on)
-  local dir = groups and groups.freezer
-  if not dir or not sys.is_dir(dir) then return true end
-  local want = on and "FROZEN" or "THAWED"
-  if not write(dir .. "/freezer.state", want) then return false end
-  return true
-end
-
-function M.frozen(groups)
-  local dir = groups and groups.freezer
-  if not dir then return true end
-  return (read(dir .. "/freezer.state") or ""):match("^%u+") ~= "FREEZING"
-end
-
---- Remove the sandbox's (empty) groups; true when none is left.
-function M.remove(groups)
-  local all = true
-  for _, dir in pairs(groups or {}) do
-    if sys.is_dir(dir) and not lfs.rmdir(dir) then all = false end
-  end
-  return all
-end
+-- The cgroup functions, for the supervisor and dsh.sandbox.reap.
+M.paths = function(id, plan) return cgroups.paths(id, plan.cgroup_version or "v1", plan.cgroups) end
+M.create = cgroups.create
+M.pids = cgroups.pids
+M.freeze = cgroups.freeze
+M.frozen = cgroups.frozen
+M.remove = cgroups.remove
 
 return M

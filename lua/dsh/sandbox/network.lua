@@ -9,9 +9,12 @@
 -- 127.0.0.1; hosts on the network, and the host's own non-loopback
 -- addresses, are reachable as from any other machine. slirp4netns runs
 -- outside the sandbox, sandboxed itself (--enable-sandbox: own mount
--- namespace, no capabilities but binding low ports; --enable-seccomp), and
--- exits when the supervisor closes its stdin (-e 0) or dies. dshd is not
--- reached through it: the host talks to dshd over a unix socket.
+-- namespace, no capabilities but binding low ports; --enable-seccomp), never
+-- as the host's root: on a root host as the sandbox's root uid (which owns
+-- the sandbox's user namespace), through dsh-launch, which gives it a
+-- /dev/net/tun of its own; without root as the host user. It exits when the
+-- supervisor closes its stdin (-e 0) or dies. dshd is not reached through
+-- it: the host talks to dshd over a unix socket.
 local async = require "dsh.async"
 local errors = require "dsh.errors"
 local proc = require "dsh.proc"
@@ -26,27 +29,56 @@ function M.available()
   return sys.which("slirp4netns") ~= nil
 end
 
---- slirp4netns's command line for the network namespace of process pid;
--- in_userns: run it as root of pid's user namespace, which owns that network
--- namespace and which this host user owns (the way in without root).
-function M.argv(pid, in_userns)
-  local argv = {}
-  if in_userns then argv = { "nsenter", "--target", tostring(pid), "--user", "--preserve-credentials", "--" } end
-  for _, a in ipairs {
-    sys.which("slirp4netns") or "slirp4netns", "--configure", "--mtu=65520", "--disable-host-loopback",
-    "--enable-sandbox", "--enable-seccomp", "--ready-fd=1", "--exit-fd=0", "--netns-type=path",
-    "/proc/" .. pid .. "/ns/net", "tap0",
-  } do
-    argv[#argv + 1] = a
+--- Why slirp4netns cannot run here without root, or nil: it must open
+-- /dev/net/tun, which many hosts leave to root (mode 0600).
+function M.unusable()
+  if sys.getuid() == 0 then return nil end
+  local f = io.open("/dev/net/tun", "r+b")
+  if f then
+    f:close()
+    return nil
   end
+  return "/dev/net/tun cannot be opened by this user (slirp4netns needs it to give a sandbox its network): "
+    .. "make it usable (chmod 0666 /dev/net/tun, as most distributions ship it), run as root, "
+    .. "or create the sandbox with network = false"
+end
+
+---@class dsh.SlirpTarget
+---@field pid integer          a process in the sandbox's network namespace
+---@field owner integer|nil    root host: run as this uid (the sandbox's root, owner of its user namespace)
+---@field launcher string|nil  dsh-launch (root host)
+---@field userns_of integer|nil without root, shared identities: join this process's user namespace
+--- slirp4netns's command line for the sandbox's network namespace.
+---@param t dsh.SlirpTarget
+function M.argv(t)
+  local argv = {}
+  local slirp = { sys.which("slirp4netns") or "slirp4netns", "--configure", "--mtu=65520", "--disable-host-loopback",
+    "--enable-sandbox", "--enable-seccomp", "--ready-fd=1", "--exit-fd=0" }
+  if t.owner then
+    argv = { t.launcher, "--tun", t.owner .. ":" .. t.owner, "--as", t.owner .. ":" .. t.owner, "--" }
+  elseif t.userns_of then
+    argv = { "nsenter", "--target", tostring(t.userns_of), "--user", "--preserve-credentials", "--" }
+    slirp[#slirp + 1] = "--netns-type=path"
+    slirp[#slirp + 1] = "/proc/" .. t.userns_of .. "/ns/net"
+    for _, a in ipairs(slirp) do argv[#argv + 1] = a end
+    argv[#argv + 1] = "tap0"
+    return argv
+  end
+  -- by pid: slirp4netns joins the user namespace that owns the network namespace
+  for _, a in ipairs(slirp) do argv[#argv + 1] = a end
+  argv[#argv + 1] = tostring(t.pid)
+  argv[#argv + 1] = "tap0"
   return argv
 end
 
---- Attach outbound network to the namespace of pid; returns the running
--- slirp4netns (a dsh.Proc) once the interface is configured, or nil, err.
-function M.start(pid, in_userns)
+--- Attach outbound network to the sandbox; returns the running slirp4netns
+-- (a dsh.Proc) once the interface is configured, or nil, err.
+---@param t dsh.SlirpTarget
+function M.start(t)
+  local why = M.unusable()
+  if why then return nil, errors.new("failed_precondition", why) end
   local p, err = proc.spawn {
-    argv = M.argv(pid, in_userns), env = { PATH = "/usr/sbin:/usr/bin:/sbin:/bin" },
+    argv = M.argv(t), env = { PATH = "/usr/sbin:/usr/bin:/sbin:/bin" },
     stdin = "pipe", stdout = "pipe", stderr = "inherit",
   }
   if not p then return nil, errors.new("unavailable", "cannot start slirp4netns: " .. err.message) end

@@ -1,8 +1,8 @@
 --- dsh.sandbox.reap: end every process of a sandbox and wait until none is left.
 --
 -- A sandbox's processes are found three ways, each enough on its own: the
--- members of its cgroups, else the processes of its own host uid (root
--- hosts), and its pid namespace, which ends with its first process (bubblewrap's
+-- members of its cgroups, else the processes of its own host uids (root
+-- hosts: its root's and its user's), and its pid namespace, which ends with its first process (bubblewrap's
 -- pid 1: the kernel kills every other process of the namespace and that
 -- process exits only once all of them are gone). With a freezer group the
 -- sandbox is frozen first, so nothing can fork while it is being killed.
@@ -32,7 +32,7 @@ end
 
 -- Live pids of the sandbox (first processes by record, so a recycled pid is
 -- never taken for one of them).
-local function members(rt, uid)
+local function members(rt, uid, uid2)
   local out, seen = {}, {}
   local function add(pid)
     -- a zombie has ended (and a zombie first process means its namespace has)
@@ -54,8 +54,10 @@ local function members(rt, uid)
   -- when there are any they hold every process; else the sandbox's own uid
   if rt and rt.cgroups and next(rt.cgroups) then
     for _, pid in ipairs(limits.pids(rt.cgroups)) do add(pid) end
-  elseif uids.ours(uid) then
-    for _, pid in ipairs(uids.processes(uid)) do add(pid) end
+  elseif uids.ours(uid) or uids.ours(uid2) then
+    for _, pid in ipairs(uids.processes(uids.ours(uid) and uid or uid2, uids.ours(uid2) and uid2 or nil)) do
+      add(pid)
+    end
   end
   return out
 end
@@ -63,8 +65,9 @@ end
 --- SIGKILL every process of the sandbox and wait (at most timeout_ms) until
 -- none is left: true, or nil, err naming what survived.
 ---@param rt table|nil the runtime record (state.read_runtime)
----@param uid integer|nil the sandbox's own host uid
-function M.all(rt, uid, timeout_ms)
+---@param uid integer|nil a host uid of the sandbox's own (its root's)
+---@param uid2 integer|nil its other one (its user's)
+function M.all(rt, uid, uid2, timeout_ms)
   local deadline = loop.now_ms() + (timeout_ms or M.TIMEOUT_MS)
   local groups = rt and rt.cgroups
   local thawed = true
@@ -74,7 +77,7 @@ function M.all(rt, uid, timeout_ms)
   end
   local left
   while true do
-    left = members(rt, uid)
+    left = members(rt, uid, uid2)
     for _, pid in ipairs(left) do sys.kill(pid, 9) end
     if not thawed then
       -- frozen tasks die once thawed; none of them could fork meanwhile

@@ -6,14 +6,17 @@
 --   runtime.json     the running sandbox: its groups and first processes (0600)
 --   supervisor.pid   "pid starttime" of the supervisor while running (0600)
 --   stopped.json     why and when it last stopped (0600)
---   dshd.sock        dshd's socket, moved here by the supervisor once dshd
---                    listens: the only way the host reaches dshd
---   dshd             mount point for the dshd binary (host uid sandboxes)
+--   dshd.sock        dshd's socket, bound here by the launcher and handed to
+--                    dshd as a descriptor: the only way the host reaches dshd
+--   ready            written by the supervisor once dshd answers there
 --   etc/             generated passwd, group, hosts, hostname, resolv.conf
---   sandbox.log      supervisor and dshd diagnostics (0600)
---   home/ tmp/ run/  the sandbox's /home/user, /tmp and /run/dsh: writable
---                    from inside, so the host never reads anything in them
---                    to find or trust the sandbox
+--   sandbox.log      supervisor diagnostics, and the sandbox's stderr (dshd's,
+--                    bubblewrap's) on lines marked SANDBOX_TAG (0600)
+--   disk.img disk/   the sandbox's files in an ext4 image (dsh.sandbox.disk)
+--                    and its mount point, on a root host
+--   home/ tmp/       the sandbox's /home/user and /tmp without an image:
+--                    writable from inside, so the host never reads anything
+--                    in them to find or trust the sandbox
 -- Every record is read without following links, as a regular file of bounded
 -- size (dsh.hostfs.read_regular).
 local hostfs = require "dsh.hostfs"
@@ -156,7 +159,18 @@ function M.read_gone(id)
   return read_json(M.gone_root() .. "/" .. id, M.MAX_RECORD_BYTES)
 end
 
---- Last lines of the sandbox log, for error messages (its last 8 KiB only).
+-- Lines of the log that carry the sandbox's own text start with this (after
+-- the time): never quoted as the host's words.
+M.SANDBOX_TAG = "[sandbox]"
+M.MAX_LOG_BYTES = 1048576 -- then the log is rotated (sandbox.log.1) at the next start
+
+--- The record the supervisor writes once dshd answers.
+function M.ready_path(id)
+  return M.dir(id) .. "/ready"
+end
+
+--- Last lines the host wrote to the sandbox log, for error messages (its
+-- last 8 KiB only; the sandbox's own lines are left out).
 function M.log_tail(id, n)
   local f = io.open(M.dir(id) .. "/sandbox.log", "rb")
   if not f then return "" end
@@ -164,8 +178,13 @@ function M.log_tail(id, n)
   f:seek("set", math.max(0, size - 8192))
   local text = f:read(8192) or ""
   f:close()
+  -- a cut first line could be the tail of one of the sandbox's
+  if size > 8192 then text = text:match("\n(.*)$") or "" end
   local lines = {}
-  for line in text:gmatch("[^\n]+") do lines[#lines + 1] = line end
+  local tag = "^%S+ " .. M.SANDBOX_TAG:gsub("%p", "%%%0")
+  for line in text:gmatch("[^\n]+") do
+    if not line:match(tag) then lines[#lines + 1] = line end
+  end
   local from = math.max(1, #lines - (n or 5) + 1)
   return table.concat(lines, "\n", from)
 end

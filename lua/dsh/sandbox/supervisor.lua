@@ -1,19 +1,24 @@
 --- dsh.sandbox.supervisor: the one host process that keeps a local sandbox up.
 --
--- Started detached (its own session) by create/connect. It creates the
--- sandbox's cgroups, runs bubblewrap under the launcher (dsh.sandbox.bwrap)
--- with --die-with-parent, hands dshd its access token on stdin and waits for
--- dshd to listen on its unix socket inside the sandbox's /run/dsh. Then it
--- attaches the network (when asked for), and only then moves the socket out
--- of the sandbox's reach into the state directory, where the host finds it:
--- nothing the host uses to find or trust a sandbox stays writable from
--- inside. On SIGTERM (pause or kill from the host) it kills every process of
--- the sandbox and exits only once all are gone (dsh.sandbox.reap); files
--- stay. When dshd exits on its idle timeout, onTimeout decides: "pause" keeps
--- the files, "kill" deletes the sandbox. If this process dies, bubblewrap
--- (and so the sandbox) dies with it.
+-- Started detached (its own session) by create/connect. It claims the
+-- sandbox's identities, creates its cgroups and runs dsh-launch, which starts
+-- bubblewrap (dsh.sandbox.bwrap) with --die-with-parent; it hands the access
+-- token to the launcher on stdin, learns the sandbox's first process from the
+-- launcher's stdout, and drains the sandbox's stderr (dshd's and
+-- bubblewrap's) into the log, bounded, each line marked as the sandbox's and
+-- never taken for the host's own words (dsh.sandbox.state.log_tail). dshd
+-- listens on a socket the launcher bound in the state directory; once it
+-- answers there and the network is attached (when asked for), the supervisor
+-- writes the `ready` record the host waits for. Nothing the host uses to find
+-- or trust a sandbox is writable from inside, and the host never reads a file
+-- the sandbox can write. On SIGTERM (pause or kill from the host) it kills
+-- every process of the sandbox and exits only once all are gone
+-- (dsh.sandbox.reap); files stay. When dshd exits on its idle timeout,
+-- onTimeout decides: "pause" keeps the files, "kill" deletes the sandbox. If
+-- this process dies, bubblewrap (and so the sandbox) dies with it.
 local async = require "dsh.async"
 local bwrap = require "dsh.sandbox.bwrap"
+local envd = require "dsh.envd"
 local limits = require "dsh.sandbox.limits"
 local loop = require "dsh.loop"
 local network = require "dsh.sandbox.network"
@@ -22,25 +27,23 @@ local reap = require "dsh.sandbox.reap"
 local state = require "dsh.sandbox.state"
 local sys = require "dsh.sysutil"
 local uids = require "dsh.sandbox.uids"
-local lfs = require "lfs"
+local disk = require "dsh.sandbox.disk"
 
 local M = {}
 
 M.EXIT_IDLE = 3 -- dshd's exit status after --idle-timeout-ms
 M.START_TIMEOUT_MS = 20000
+M.MAX_SANDBOX_LOG_BYTES = 256 * 1024 -- of the sandbox's stderr per start; the rest is dropped
 
 local function log(fmt, ...)
-  io.stderr:write(os.date("!%Y-%m-%dT%H:%M:%SZ "), string.format(fmt, ...), "\n")
+  io.stderr:write(state.now(), " ", string.format(fmt, ...), "\n")
   io.stderr:flush()
 end
 
--- Remove dshd's socket and ready file, and whatever the sandbox may have
--- left in their place (never following a link); only when nothing runs.
+-- Remove dshd's socket and the ready record (only when nothing runs).
 local function clear(id)
-  local dir = state.dir(id)
   os.remove(state.socket(id))
-  sys.rm_rf(dir .. "/run/ready")
-  sys.rm_rf(dir .. "/run/dshd.sock")
+  os.remove(state.ready_path(id))
 end
 
 -- Tasks (processes and threads) of uid on this host: RLIMIT_NPROC counts
@@ -57,59 +60,96 @@ local function tasks_of(uid)
   return n
 end
 
--- The sandbox's first process (bubblewrap's pid 1), a child of bubblewrap.
-local function first_child(pid)
-  local f = io.open("/proc/" .. pid .. "/task/" .. pid .. "/children", "rb")
-  if not f then return nil end
-  local s = f:read(4096) or ""
-  f:close()
-  return tonumber(s:match("%d+"))
+-- The sandbox's stderr into the log: each line marked as the sandbox's, its
+-- control bytes escaped (a line can never pass for one of the host's), cut
+-- at 1 KiB, and at most MAX_SANDBOX_LOG_BYTES in all.
+local function drain(p, id)
+  local written, dropped, rest = 0, false, ""
+  local function line(s)
+    if written >= M.MAX_SANDBOX_LOG_BYTES then
+      if not dropped then log("sandbox %s: further output of the sandbox dropped (%d bytes logged)", id, written) end
+      dropped = true
+      return
+    end
+    s = s:sub(1, 1024):gsub("[%c\127]", function(c) return string.format("\\x%02x", c:byte()) end)
+    written = written + #s
+    io.stderr:write(state.now(), " ", state.SANDBOX_TAG, " ", s, "\n")
+  end
+  while true do
+    local chunk = p:read("stderr")
+    if not chunk then break end
+    rest = rest .. chunk
+    for l in rest:gmatch("([^\n]*)\n") do line(l) end
+    rest = rest:match("[^\n]*$")
+    if #rest > 4096 then
+      line(rest)
+      rest = ""
+    end
+    io.stderr:flush()
+  end
+  if rest ~= "" then line(rest) end
+  io.stderr:flush()
 end
 
--- Wait for dshd to listen, attach the network, then publish the socket.
--- Returns the slirp4netns process (or false without network), or nil, why.
+-- "command M" and "pid N" from the launcher's stdout: M, N (nil at EOF).
+local function read_pids(p)
+  local seen = ""
+  while true do
+    local cmd, pid = seen:match("command (%d+)\npid (%d+)\n")
+    if pid then return tonumber(cmd), tonumber(pid) end
+    local chunk = p:read()
+    if not chunk or #seen > 4096 then return nil end
+    seen = seen .. chunk
+  end
+end
+
+-- Wait for the sandbox's first process, attach the network, and wait for
+-- dshd to answer. Returns the slirp4netns process (or false without network),
+-- or nil, why.
 local function start(id, meta, p, rt, stopping)
   local dir = state.dir(id)
   local deadline = loop.now_ms() + M.START_TIMEOUT_MS
-  -- dshd writes its ready file once it accepts connections; only its
-  -- existence is looked at (a file in the sandbox's reach is never read)
-  while lfs.symlinkattributes(dir .. "/run/ready", "mode") ~= "file" do
-    if stopping() then return nil, "stopped while starting" end
-    if not p:status().running then return nil, "bubblewrap exited while starting" end
-    if loop.now_ms() > deadline then return nil, "dshd did not listen within " .. M.START_TIMEOUT_MS .. " ms" end
-    async.sleep(2)
+  local tag, cmd, pid = async.timeout(M.START_TIMEOUT_MS, function() return "pids", read_pids(p) end)
+  if tag ~= "pids" or not pid then
+    return nil, stopping() and "stopped while starting" or "the launcher did not start the sandbox"
   end
-  rt.init = sys.pid_record(first_child(p.pid) or 0)
+  rt.init = sys.pid_record(pid)
   state.write_runtime(id, rt)
   local net = false
   if meta.network ~= false then
-    -- bubblewrap's outer process holds the namespaces the launcher made;
-    -- otherwise the sandbox's first process holds the one bubblewrap made
-    local made = bwrap.netns_made { network = true, uid = meta.uid }
-    local pid = made and p.pid or sys.live_pid(rt.init)
-    if not pid then return nil, "the sandbox's first process is gone" end
+    local target = { pid = pid }
+    if meta.identities == "dedicated" then
+      target.owner, target.launcher = meta.root_uid, bwrap.launcher(meta.dshd)
+    elseif bwrap.netns_made { network = true, separate = meta.identities == "subordinate" } then
+      target.userns_of = cmd
+    end
     local err
-    net, err = network.start(pid, made)
+    net, err = network.start(target)
     if not net then return nil, err.message end
   end
-  -- Only dshd has run so far; still, take nothing but a socket of the
-  -- sandbox's own uid, and check what arrived after the move.
-  local src, dst = dir .. "/run/dshd.sock", state.socket(id)
-  local owner = meta.uid or sys.getuid()
-  local a = lfs.symlinkattributes(src)
-  if not a or a.mode ~= "socket" or a.uid ~= owner then
-    network.stop(net or nil)
-    return nil, "dshd's socket is missing or not the sandbox's own"
+  -- dshd listens on the launcher's socket: the first answer says it is up
+  local client = envd.client { unix_socket = state.socket(id), access_token = meta.token }
+  local ok, herr
+  while loop.now_ms() < deadline and not stopping() do
+    ok, herr = client:health { timeout_ms = math.max(1, math.floor(deadline - loop.now_ms())) }
+    if ok or not p:status().running then break end
+    async.sleep(5)
   end
-  local ok, err = os.rename(src, dst)
-  local b = lfs.symlinkattributes(dst)
-  if not ok or not b or b.mode ~= "socket" or b.ino ~= a.ino then
-    os.remove(dst)
+  client:close()
+  if not ok then
     network.stop(net or nil)
-    return nil, "cannot move dshd's socket: " .. tostring(err)
+    if stopping() then return nil, "stopped while starting" end
+    return nil, "dshd did not answer within " .. M.START_TIMEOUT_MS .. " ms (" .. tostring(herr and herr.message) .. ")"
   end
-  os.remove(dir .. "/run/ready")
+  assert(sys.write_file(state.ready_path(id), "", "600"))
   return net
+end
+
+-- Identities: claimed again at every start (a claim outlives only the sandbox).
+local function claim(meta, dir)
+  local key = uids.key(meta)
+  if not key then return true end
+  return uids.claim(key, dir, meta.identities == "dedicated" and meta.uid or nil)
 end
 
 local function main(id)
@@ -124,12 +164,9 @@ local function main(id)
     return 1
   end
 
-  local uid = meta.uid
-  if uid then
-    local ok, why = uids.claim(uid, dir)
-    if not ok then return give_up("%s", why) end
-    sys.mkdir_p(bwrap.STAGE, "755")
-  end
+  local ok, why = claim(meta, dir)
+  if not ok then return give_up("%s", why) end
+  if meta.identities == "dedicated" then sys.mkdir_p(bwrap.STAGE, "755") end
   local plan = meta.limits or {}
   local groups, gerr = limits.create(id, plan)
   if not groups then
@@ -138,25 +175,31 @@ local function main(id)
   end
   local rt = { cgroups = groups }
   state.write_runtime(id, rt)
-  local procs = {}
-  for _, d in pairs(groups) do procs[#procs + 1] = d .. "/cgroup.procs" end
   local nproc = plan.maxProcesses or limits.DEFAULT_MAX_PROCESSES
-  if not uid then nproc = nproc + tasks_of(sys.getuid()) end
+  if meta.identities == "shared" then nproc = nproc + tasks_of(sys.getuid()) end
 
   local argv = bwrap.launch_argv {
     id = id, dir = dir, dshd = meta.dshd, network = meta.network ~= false, idle_timeout_ms = meta.timeout_ms,
-    uid = uid, nproc = nproc, cgroup_procs = procs,
+    ids = { mode = meta.identities or "shared", root_uid = meta.root_uid, root_gid = meta.root_gid or meta.root_uid,
+      uid = meta.uid, gid = meta.gid or meta.uid },
+    image = disk.has_image(dir), nproc = nproc,
+    max_open_files = plan.maxOpenFiles or limits.DEFAULT_MAX_OPEN_FILES,
+    dshd_open_files = limits.dshd_open_files(nproc),
+    cgroup_procs = require("dsh.sandbox.cgroups").procs_files(groups),
+    sysctls = limits.ns_sysctls(), etc = meta.etc,
   }
-  local p, err = proc.spawn { argv = argv, env = bwrap.env(), stdin = "pipe", stdout = "inherit", stderr = "inherit" }
+  local p, err = proc.spawn { argv = argv, env = bwrap.env(), stdin = "pipe", stdout = "pipe", stderr = "pipe" }
   if not p then
     limits.remove(groups)
-    return give_up("cannot start bubblewrap: %s", tostring(err))
+    return give_up("cannot start the sandbox's launcher: %s", tostring(err and err.message or err))
   end
   rt.bwrap = sys.pid_record(p.pid)
   state.write_runtime(id, rt)
-  log("sandbox %s started (pid %d, uid %s)", id, p.pid, tostring(uid or sys.getuid()))
+  log("sandbox %s started (pid %d, uids %s/%s, %s identities)", id, p.pid, tostring(meta.root_uid or sys.getuid()),
+    tostring(meta.uid or sys.getuid()), tostring(meta.identities or "shared"))
   p:write(meta.token)
   p:close_stdin()
+  local drained = async.run(drain, p, id)
 
   local stopping = false
   local watchers = {}
@@ -172,14 +215,16 @@ local function main(id)
     p:signal("SIGKILL", true)
   end
   local st = p:wait()
+  os.remove(state.ready_path(id))
   network.kill(net or nil) -- its exit overlaps the sandbox's
-  local ok, rerr = reap.all(rt, uid)
-  if not ok then log("sandbox %s: %s", id, rerr.message) end
+  local rok, rerr = reap.all(rt, meta.root_uid, meta.uid)
+  if not rok then log("sandbox %s: %s", id, rerr.message) end
   network.stop(net or nil)
   p:wait_quiescent()
+  drained:await()
   p:close()
   for _, w in ipairs(watchers) do w:close() end
-  if ok then -- else the record stays, for the host to finish the job
+  if rok then -- else the record stays, for the host to finish the job
     if not limits.remove(groups) then log("sandbox %s: cannot remove its cgroups", id) end
     clear(id)
     os.remove(dir .. "/runtime.json")
@@ -192,7 +237,7 @@ local function main(id)
   if idle and meta.on_timeout == "kill" then
     state.write_gone(id, "killed by " .. timeout)
     sys.rm_rf(dir)
-    if uid then uids.release(uid, dir) end
+    uids.release(uids.key(meta), dir)
     return 0
   end
   -- why it stopped, for the host that finds it paused (ctx.e2b resumes it)
