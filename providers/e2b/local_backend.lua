@@ -28,6 +28,7 @@ function M.create(cfg)
     timeoutMs = cfg.timeoutMs, onTimeout = cfg.onTimeout, network = cfg.network,
     envs = cfg.envs, metadata = cfg.metadata,
     maxProcesses = cfg.maxProcesses, memoryMb = cfg.memoryMb, cpus = cfg.cpus,
+    maxOpenFiles = cfg.maxOpenFiles, diskMb = cfg.diskMb,
   }
   if not sb then return nil, err end
   return wrap(sb)

@@ -12,9 +12,9 @@ local M = {}
 
 M.KEYS = {
   "backend", "cwd", "timeoutMs", "onTimeout", "onDispose", "network", "envs", "metadata", "sandboxId",
-  "template", "apiKey", "apiUrl", "domain", "sandboxUrl", "maxProcesses", "memoryMb", "cpus",
+  "template", "apiKey", "apiUrl", "domain", "sandboxUrl", "maxProcesses", "memoryMb", "cpus", "maxOpenFiles", "diskMb",
 }
-M.LOCAL_ONLY = { "maxProcesses", "memoryMb", "cpus" }
+M.LOCAL_ONLY = { "maxProcesses", "memoryMb", "cpus", "maxOpenFiles", "diskMb" }
 
 M.DEFAULTS = {
   backend = "local",
@@ -92,7 +92,10 @@ function M.validate(cfg)
   end
   if cfg.network ~= nil and type(cfg.network) ~= "boolean" then fail("network must be a boolean") end
   out.network = cfg.network ~= false
-  out.envs = string_map("envs", cfg.envs)
+  -- the sandbox's environment: a name the subprocess seam scrubs would be
+  -- dropped from every process anyway, so it never leaves the host (not to
+  -- dshd's memory, nor to E2B's control plane)
+  out.envs = require("dsh.subprocess").scrub_env(string_map("envs", cfg.envs))
   out.metadata = string_map("metadata", cfg.metadata)
   for _, k in ipairs(M.LOCAL_ONLY) do
     if cfg[k] ~= nil and out.backend ~= "local" then
@@ -103,6 +106,9 @@ function M.validate(cfg)
     limits.MAX_MAX_PROCESSES)
   out.memoryMb = schema.integer("dsh-e2b", cfg, "memoryMb", nil, limits.MIN_MEMORY_MB, 2 ^ 40)
   out.cpus = schema.number("dsh-e2b", cfg, "cpus", nil, 0.01, 4096)
+  out.maxOpenFiles = schema.integer("dsh-e2b", cfg, "maxOpenFiles", nil, limits.MIN_MAX_OPEN_FILES,
+    limits.MAX_MAX_OPEN_FILES)
+  out.diskMb = schema.integer("dsh-e2b", cfg, "diskMb", nil, require("dsh.sandbox.disk").MIN_MB, 2 ^ 40)
   return out
 end
 

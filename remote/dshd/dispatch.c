@@ -150,10 +150,9 @@ static uint64_t discard_limit(dshd_req_t *r) {
   return dshd_config()->max_rpc_body_bytes * 2 + (1u << 20);
 }
 
-enum MHD_Result dshd_dispatch_request(void *cls, struct MHD_Connection *c, const char *url,
-                                      const char *method, const char *version,
-                                      const char *upload_data, size_t *upload_data_size,
-                                      void **con_cls) {
+static enum MHD_Result dispatch(struct MHD_Connection *c, const char *url, const char *method,
+                                const char *version, const char *upload_data,
+                                size_t *upload_data_size, void **con_cls) {
   dshd_req_t *r = *con_cls;
   dshd_conns_progress();
   if (!r) {
@@ -197,6 +196,18 @@ enum MHD_Result dshd_dispatch_request(void *cls, struct MHD_Connection *c, const
     dshd_req_queue(r, 500, dshd_response_http_error(500, "internal error: no answer"));
   }
   return MHD_YES;
+}
+
+/* A request acts with its user's file identity only while dshd handles it:
+ * every other callback (process output, timers, watches) acts as the daemon. */
+enum MHD_Result dshd_dispatch_request(void *cls, struct MHD_Connection *c, const char *url,
+                                      const char *method, const char *version,
+                                      const char *upload_data, size_t *upload_data_size,
+                                      void **con_cls) {
+  dshd_act_as(NULL);
+  enum MHD_Result rc = dispatch(c, url, method, version, upload_data, upload_data_size, con_cls);
+  dshd_act_as(NULL);
+  return rc;
 }
 
 void dshd_dispatch_completed(void *cls, struct MHD_Connection *c, void **con_cls,

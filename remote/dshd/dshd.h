@@ -114,6 +114,12 @@ typedef struct dshd_user {
  * the account it runs as can be used (others: permission_denied). */
 int dshd_user_lookup(const char *name, dshd_user_t *out, dshd_err_t *err);
 
+/* File operations from here on act as u (NULL: as the daemon): its
+ * permissions decide what may be read, written or made, and what is made is
+ * its own (setfsuid/setfsgid, when dshd is root). A request sets it once it
+ * knows its user; each entry from libmicrohttpd starts as the daemon again. */
+void dshd_act_as(const dshd_user_t *u);
+
 /* envd path resolution (protocol §2.6): empty -> default workdir or home;
  * "~" and "~/x" -> home; "~other" -> invalid_argument; relative -> home/p;
  * cleaned lexically (".." resolved, symlinks not). out has PATH_MAX bytes. */

@@ -29,7 +29,10 @@ int dshd_files_failed(dshd_req_t *r) {
 
 int dshd_files_user(dshd_req_t *r, const char *username, dshd_user_t *u) {
   dshd_err_t err = {0};
-  if (dshd_user_lookup(username, u, &err) == 0) return 0;
+  if (dshd_user_lookup(username, u, &err) == 0) {
+    dshd_act_as(u);
+    return 0;
+  }
   const char *name = username && *username ? username : dshd_default_user();
   if (strcmp(err.code, "permission_denied") == 0)
     dshd_files_error(r, 403, "%s", err.message);

@@ -2,8 +2,8 @@
  * MakeDir, Move, ListDir, Remove — and the service's route table. EntryInfo
  * is fs_entry.c's; the watch RPCs live in watch_rpc.c (on watch.c).
  *
- * Runs as the daemon (root) like envd; the request's user only chooses the
- * home for relative paths and the owner of what MakeDir/Move create.
+ * Acts as the request's user (dshd_act_as): its permissions, its ownership
+ * of what MakeDir/Move create, its home for relative paths.
  * Listings are bounded (MAX_LIST_ENTRIES). */
 #include <dirent.h>
 #include <errno.h>
@@ -33,6 +33,7 @@ int fs_user_and_path(dshd_req_t *r, json_t *req, const char *camel, const char *
   const char *p;
   if (dshd_json_string(req, camel, snake, &p, err) != 0) return -1;
   if (dshd_user_lookup(dshd_req_basic_user(r), u, err) != 0) return -1;
+  dshd_act_as(u);
   return dshd_resolve_path(u, p, 1, path, pathlen, err);
 }
 

@@ -136,6 +136,7 @@ static json_t *read_metadata_back(const char *path) {
 
 /* envd processFile up to the copy: parents, directory check, chown, open. */
 static int file_open(dshd_req_t *r, struct files_upload *up, const char *path) {
+  dshd_act_as(&up->u);
   snprintf(up->path, sizeof up->path, "%s", path);
   char parent[PATH_MAX];
   snprintf(parent, sizeof parent, "%s", path);
@@ -235,6 +236,7 @@ static int file_write(dshd_req_t *r, struct files_upload *up, const void *data, 
 }
 
 static int file_finish(dshd_req_t *r, struct files_upload *up) {
+  dshd_act_as(&up->u);
   if (write_metadata(up, r) != 0) {
     up_abandon_file(up);
     return -1;

@@ -1,5 +1,6 @@
 /* users.c: Unix users, envd path resolution (protocol §2.6), and the
- * "create parents and chown" step shared by the filesystem API and /files.
+ * "create parents and chown" step shared by the filesystem API and /files,
+ * and the file identity a request acts with (dshd_act_as).
  *
  * Users are looked up by name with getpwnam_r and the answers cached until
  * /etc/passwd changes (its inode, size or mtime), so accounts added while dshd
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -231,13 +233,25 @@ int dshd_resolve_path(const dshd_user_t *u, const char *path, int use_workdir, c
   return 0;
 }
 
+static int g_acting; /* file operations act as a request's user */
+
+void dshd_act_as(const dshd_user_t *u) {
+  if (geteuid() != 0) return;
+  /* the group first: with fsuid 0 the fsgid change always succeeds */
+  setfsgid(u ? u->gid : 0);
+  setfsuid(u ? u->uid : 0);
+  g_acting = u != NULL;
+}
+
+/* What a user's request makes is its own already (its fsuid made it); an
+ * existing file keeps its owner, as it would for the user's own commands. */
 int dshd_chown_fd(const dshd_user_t *u, int fd) {
-  if (geteuid() != 0) return 0;
+  if (geteuid() != 0 || g_acting) return 0;
   return fchown(fd, u->uid, u->gid) == 0 ? 0 : -errno;
 }
 
 int dshd_chown_path(const dshd_user_t *u, const char *path) {
-  if (geteuid() != 0) return 0;
+  if (geteuid() != 0 || g_acting) return 0;
   return chown(path, u->uid, u->gid) == 0 ? 0 : -errno;
 }
 

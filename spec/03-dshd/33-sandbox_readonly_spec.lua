@@ -46,7 +46,7 @@ describe("local sandbox file system", function()
       end
       -- nor can they be moved aside or replaced: not by `user` (the root is
       -- sticky), and not by the sandbox's root either (they are mount points)
-      local root = S:test_client { user = "root" }
+      local root = S:client { user = "root" }
       for _, d in ipairs { "/etc", "/usr", "/bin", "/run" } do
         local code, _, err = sh(c, "mv " .. d .. " " .. d .. ".old")
         assert.equal(1, code, d)
@@ -55,6 +55,7 @@ describe("local sandbox file system", function()
         assert.equal(1, code, d)
         assert.matches("Device or resource busy", err)
       end
+      root:close()
       assert.same({ 0, "user:x:1000:1000:user:/home/user:/bin/bash\n", "" }, { sh(c, "grep ^user: /etc/passwd") })
       c:close()
     end)

@@ -212,7 +212,7 @@ describe("dsh-e2b", function()
         helpers.run(function()
           local cwd = "/home/user/projects/a b"
           local cfg = { cwd = cwd .. "/", timeoutMs = 60000, onTimeout = "kill", onDispose = "pause",
-            envs = { DSH_SPEC_VALUE = "from-create" }, metadata = { purpose = "e2b-spec" } }
+            envs = { SPEC_VALUE = "from-create" }, metadata = { purpose = "e2b-spec" } }
           if B.cloud then
             cfg.template = "agent-template"
             cfg.apiKey = false -- the key comes from the environment
@@ -228,7 +228,7 @@ describe("dsh-e2b", function()
           local id = assert(svc:sandboxId())
           assert.same({ cwd, cwd .. "/.dsh-e2b", "kill", "pause" },
             { svc.cwd, svc.runtimeRoot, svc.timeoutMode, svc.disposeMode })
-          assert.equal("from-create\n", out(svc, "printenv DSH_SPEC_VALUE"))
+          assert.equal("from-create\n", out(svc, "printenv SPEC_VALUE"))
           assert.equal("700\n", out(svc, "stat -c %a " .. e2b.quote(svc.runtimeRoot)))
           out(svc, "cd " .. e2b.quote(cwd) .. " && printf kept > notes.txt")
           if B.cloud then
@@ -238,7 +238,7 @@ describe("dsh-e2b", function()
               method = "POST", path = "/v2/sandboxes", key = S.key, status = 201,
               body = { templateID = "agent-template", timeout = 60, secure = true, autoPause = false,
                 autoResume = { enabled = false }, metadata = { purpose = "e2b-spec" },
-                envVars = { DSH_SPEC_VALUE = "from-create" } },
+                envVars = { SPEC_VALUE = "from-create" } },
             }, calls[1])
           else
             local info = B.info(id)
@@ -261,7 +261,7 @@ describe("dsh-e2b", function()
             assert.equal(id, again.e2b:sandboxId())
             assert.equal("running", B.state(id))
             assert.equal("kept", out(again.e2b, "cat " .. e2b.quote(cwd .. "/notes.txt")))
-            assert.equal("from-create\n", out(again.e2b, "printenv DSH_SPEC_VALUE"))
+            assert.equal("from-create\n", out(again.e2b, "printenv SPEC_VALUE"))
             if B.cloud then
               assert.same({ { method = "POST", path = "/v2/sandboxes/" .. id .. "/connect", key = S.key,
                 status = 201, body = { timeout = 90 } } }, S:calls(mark3))

@@ -297,10 +297,13 @@ describe("ctx.e2b's sandbox lifetime", function()
 
     it("takes the local sandbox limits from its config", function()
       helpers.run(function()
-        with_composition({ maxProcesses = 64, memoryMb = 256, cpus = 0.5 }, function(ctx)
+        with_composition({ maxProcesses = 64, memoryMb = 256, cpus = 0.5, maxOpenFiles = 256, diskMb = 128 },
+          function(ctx)
           local st = sandbox.list()[1]
           assert.equal(ctx.e2b:sandboxId(), st.id)
-          assert.same({ maxProcesses = 64, memoryMb = 256, cpus = 0.5 }, st.limits)
+          local l = st.limits
+          assert.same({ 64, 256, 0.5, 256 }, { l.maxProcesses, l.memoryMb, l.cpus, l.maxOpenFiles })
+          if require("dsh.sysutil").getuid() == 0 then assert.equal(128, l.diskMb) end
           assert.equal("pause", st.on_timeout) -- the one default
         end)
       end)

@@ -93,7 +93,7 @@ describe("the host process SIGKILLed", function()
         return #left == 0
       end, 3000), "host processes left: " .. table.concat(left, ", "))
       assert.is_nil(state.read_runtime(id)) -- its cgroups and groups were released
-      assert.equal("written by the host", sys.read_file(state.dir(id) .. "/home/workspace/note.txt"))
+      assert.equal("written by the host", D.stored(id, "/home/user/workspace/note.txt"))
       assert(sandbox.kill(id))
       F.assert_nothing_left(id)
     end)

@@ -145,6 +145,25 @@ function M.stored(id, path)
   return out
 end
 
+--- Every readable mapping of host process pid (its heap, stacks, data and
+-- the rest), as one string: what a debugger could read of it (specs run as
+-- root). Mappings of files are left out.
+function M.memory_of(pid)
+  local parts = {}
+  local mem = assert(io.open("/proc/" .. pid .. "/mem", "rb"))
+  for line in (sys.read_file("/proc/" .. pid .. "/maps") or ""):gmatch("[^\n]+") do
+    local a, b, perms, path = line:match("^(%x+)%-(%x+) (%S+) %S+ %S+ %S+%s*(.*)$")
+    if a and perms:sub(1, 1) == "r" and (path == "" or path:match("^%[")) then
+      local from, to = tonumber(a, 16), tonumber(b, 16)
+      if to - from <= 256 * 1048576 and mem:seek("set", from) then
+        parts[#parts + 1] = mem:read(to - from) or ""
+      end
+    end
+  end
+  mem:close()
+  return table.concat(parts)
+end
+
 --- Host path of the running sandbox's home (/home/user inside).
 function Shared:home()
   return M.inside(self.id, "/home/user")

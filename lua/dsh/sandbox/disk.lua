@@ -57,6 +57,11 @@ function M.plan(want, state_root)
     return nil
   end
   local free = M.free_mb(state_root or "/")
+  if not want and free and math.floor(free / 4) < M.MIN_MB then
+    return nil, errors.new("failed_precondition", string.format("not enough free space where sandboxes live "
+      .. "(%d MiB free; a sandbox takes at most a quarter of it by default, at least %d MiB): free some, or "
+      .. "pass a smaller diskMb", free, M.MIN_MB))
+  end
   if want then
     if free and want > free then
       return nil, errors.new("failed_precondition", string.format(
@@ -64,7 +69,7 @@ function M.plan(want, state_root)
     end
     return want
   end
-  return math.max(M.MIN_MB, math.min(M.DEFAULT_MAX_MB, math.floor((free or 4 * M.DEFAULT_MAX_MB) / 4)))
+  return math.min(M.DEFAULT_MAX_MB, math.floor((free or 4 * M.DEFAULT_MAX_MB) / 4))
 end
 
 --- Make the sandbox's image at dir (sparse, mb MiB), owned by root_uid.

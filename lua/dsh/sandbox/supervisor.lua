@@ -60,35 +60,46 @@ local function tasks_of(uid)
   return n
 end
 
--- The sandbox's stderr into the log: each line marked as the sandbox's, its
--- control bytes escaped (a line can never pass for one of the host's), cut
--- at 1 KiB, and at most MAX_SANDBOX_LOG_BYTES in all.
-local function drain(p, id)
-  local written, dropped, rest = 0, false, ""
+--- The sandbox's stderr (p's) into the log (out, default this process's
+-- stderr): each line marked as the sandbox's, its control bytes escaped (a
+-- line can never pass for one of the host's), cut at 1 KiB, and at most
+-- MAX_SANDBOX_LOG_BYTES of it in all (the rest is dropped, once said so).
+-- Returns at the end of the stream.
+function M.drain(p, id, out)
+  out = out or io.stderr
+  local seen, dropped, rest = 0, false, ""
   local function line(s)
-    if written >= M.MAX_SANDBOX_LOG_BYTES then
-      if not dropped then log("sandbox %s: further output of the sandbox dropped (%d bytes logged)", id, written) end
+    if seen >= M.MAX_SANDBOX_LOG_BYTES then
+      if not dropped then
+        out:write(state.now(), " ", string.format("sandbox %s: further output of the sandbox dropped (%d bytes "
+          .. "logged)", id, seen), "\n")
+      end
       dropped = true
       return
     end
+    seen = seen + #s + 1
     s = s:sub(1, 1024):gsub("[%c\127]", function(c) return string.format("\\x%02x", c:byte()) end)
-    written = written + #s
-    io.stderr:write(state.now(), " ", state.SANDBOX_TAG, " ", s, "\n")
+    out:write(state.now(), " ", state.SANDBOX_TAG, " ", s, "\n")
   end
   while true do
     local chunk = p:read("stderr")
     if not chunk then break end
-    rest = rest .. chunk
-    for l in rest:gmatch("([^\n]*)\n") do line(l) end
-    rest = rest:match("[^\n]*$")
-    if #rest > 4096 then
+    local at = 1
+    while true do
+      local nl = chunk:find("\n", at, true)
+      if not nl then break end
+      line(rest .. chunk:sub(at, nl - 1))
+      rest, at = "", nl + 1
+    end
+    rest = rest .. chunk:sub(at)
+    if #rest > 4096 then -- a line that never ends is logged in pieces
       line(rest)
       rest = ""
     end
-    io.stderr:flush()
+    out:flush()
   end
   if rest ~= "" then line(rest) end
-  io.stderr:flush()
+  out:flush()
 end
 
 -- "command M" and "pid N" from the launcher's stdout: M, N (nil at EOF).
@@ -131,7 +142,8 @@ local function start(id, meta, p, rt, stopping)
   local client = envd.client { unix_socket = state.socket(id), access_token = meta.token }
   local ok, herr
   while loop.now_ms() < deadline and not stopping() do
-    ok, herr = client:health { timeout_ms = math.max(1, math.floor(deadline - loop.now_ms())) }
+    -- short tries, so that a stop (pause or kill) while starting is seen at once
+    ok, herr = client:health { timeout_ms = math.max(1, math.min(250, math.floor(deadline - loop.now_ms()))) }
     if ok or not p:status().running then break end
     async.sleep(5)
   end
@@ -199,7 +211,7 @@ local function main(id)
     tostring(meta.uid or sys.getuid()), tostring(meta.identities or "shared"))
   p:write(meta.token)
   p:close_stdin()
-  local drained = async.run(drain, p, id)
+  local drained = async.run(M.drain, p, id)
 
   local stopping = false
   local watchers = {}
