@@ -203,11 +203,11 @@ end
 --- Hold the next pause or resume of sandbox id in "pausing"/"resuming"
 -- until release(id).
 function Standin:gate(id)
-  assert.equal(204, self:request("POST", "/__gate", { sandboxID = id }).status)
+  assert(self:request("POST", "/__gate", { sandboxID = id }).status == 204, "no sandbox " .. id .. " to gate")
 end
 
 function Standin:release(id)
-  assert.equal(204, self:request("POST", "/__release", { sandboxID = id }).status)
+  assert(self:request("POST", "/__release", { sandboxID = id }).status == 204, "no sandbox " .. id .. " to release")
 end
 
 --- The routes the stand-in serves: {{method=, path=, deprecated=}, ...}.
