@@ -3,7 +3,9 @@
 --   dsh sandbox create [--timeout-ms N] [--on-timeout pause|kill] [--no-network]
 --                      [--max-processes N] [--memory-mb N] [--cpus X]
 --                      [--env K=V]... [--metadata K=V]...
---   dsh sandbox list | connect ID | pause ID | kill ID
+--   dsh sandbox list [--cloud] [--state running|paused] [--metadata K=V]...
+--   dsh sandbox metrics [--cloud] ID
+--   dsh sandbox connect ID | pause ID | kill ID
 --   dsh exec [--cwd DIR] [--env K=V]... [--timeout-ms N] ID -- CMD [ARGS...]
 --   dsh poc [--cloud]
 --   dsh shell [--new] [--cwd DIR] ID      (dsh.shell: an interactive terminal; Ctrl-] detaches)
@@ -20,7 +22,8 @@ local USAGE = [[
 usage: dsh sandbox create [--timeout-ms N] [--on-timeout pause|kill] [--no-network]
                           [--max-processes N] [--memory-mb N] [--cpus X]
                           [--env K=V]... [--metadata K=V]...
-       dsh sandbox list
+       dsh sandbox list [--cloud] [--state running|paused] [--metadata K=V]...
+       dsh sandbox metrics [--cloud] ID
        dsh sandbox connect|pause|kill ID
        dsh exec [--cwd DIR] [--env K=V]... [--timeout-ms N] ID -- CMD [ARGS...]
        dsh poc [--cloud]
@@ -87,6 +90,53 @@ local function number_opt(v, name)
   return n
 end
 
+-- `sandbox list` and `sandbox metrics`, on local sandboxes or (--cloud,
+-- E2B_API_KEY) E2B's, through dsh.providers.e2b's list and metrics.
+local function inventory_cmd(sub, args)
+  local e2b = require "dsh.providers.e2b"
+  local spec = { cloud = "flag" }
+  if sub == "list" then spec.state, spec.metadata = "list", "list" end
+  local opts, rest = parse(args, spec)
+  if not opts then return fail(rest) end
+  local cfg = { backend = opts.cloud and "cloud" or "local" }
+  if sub == "list" then
+    if #rest > 0 then return fail("unexpected argument " .. rest[1]) end
+    local meta, merr = kv_map(opts.metadata, "--metadata")
+    if not meta then return fail(merr) end
+    for _, st in ipairs(opts.state or {}) do
+      if st ~= "running" and st ~= "paused" then return fail("--state must be running or paused") end
+    end
+    local ok, list, err = pcall(e2b.list, cfg, { state = opts.state, metadata = meta })
+    if not ok then return fail((tostring(list):gsub("^.-dsh%-e2b: ", ""))) end
+    if not list then return fail(tostring(err)) end
+    if #list == 0 then
+      print("(no sandboxes)")
+      return 0
+    end
+    print(string.format("%-20s  %-7s  %-20s  %s", "ID", "STATE", "CREATED", "METADATA"))
+    for _, s in ipairs(list) do
+      local kv = {}
+      for k, v in pairs(s.metadata or {}) do kv[#kv + 1] = k .. "=" .. v end
+      table.sort(kv)
+      print(string.format("%-20s  %-7s  %-20s  %s", s.sandboxId, s.state, s.startedAt or "", table.concat(kv, ",")))
+    end
+    return 0
+  end
+  local id = rest[1]
+  if not id or #rest > 1 then return fail("usage: dsh sandbox metrics [--cloud] ID") end
+  local ok, samples, err = pcall(e2b.metrics, cfg, id)
+  if not ok then return fail((tostring(samples):gsub("^.-dsh%-e2b: ", ""))) end
+  if not samples then return fail(tostring(err)) end
+  local function n(v, fmt) return v == nil and "-" or string.format(fmt, v) end
+  print(string.format("%-20s  %5s  %6s  %12s  %12s  %12s  %12s", "TIME", "CPUS", "CPU%", "MEM-USED", "MEM-TOTAL",
+    "DISK-USED", "DISK-TOTAL"))
+  for _, m in ipairs(samples) do
+    print(string.format("%-20s  %5s  %6s  %12s  %12s  %12s  %12s", m.timestamp or "-", n(m.cpuCount, "%g"),
+      n(m.cpuUsedPct, "%.1f"), n(m.memUsed, "%d"), n(m.memTotal, "%d"), n(m.diskUsed, "%d"), n(m.diskTotal, "%d")))
+  end
+  return 0
+end
+
 local function sandbox_cmd(args)
   local sandbox = require "dsh.sandbox"
   local sub = table.remove(args, 1)
@@ -126,20 +176,8 @@ local function sandbox_cmd(args)
     print(sb.id)
     sb:close()
     return 0
-  elseif sub == "list" then
-    local list = sandbox.list()
-    if #list == 0 then
-      print("(no sandboxes)")
-      return 0
-    end
-    print(string.format("%-20s  %-7s  %-20s  %s", "ID", "STATE", "CREATED", "METADATA"))
-    for _, s in ipairs(list) do
-      local meta = {}
-      for k, v in pairs(s.metadata or {}) do meta[#meta + 1] = k .. "=" .. v end
-      table.sort(meta)
-      print(string.format("%-20s  %-7s  %-20s  %s", s.id, s.state, s.created_at or "", table.concat(meta, ",")))
-    end
-    return 0
+  elseif sub == "list" or sub == "metrics" then
+    return inventory_cmd(sub, args)
   elseif sub == "connect" or sub == "pause" or sub == "kill" then
     local id = args[1]
     if not id or #args > 1 then return fail("usage: dsh sandbox " .. sub .. " ID") end

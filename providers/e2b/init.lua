@@ -12,6 +12,11 @@
 -- one that is gone for good (killed, or killed by its timeout) makes every
 -- call return SANDBOX_GONE, saying why and when. Work through the context
 -- counts as activity. After dispose every call returns DISPOSED.
+--
+-- info() and metrics() describe the sandbox, and the module's list(),
+-- info() and metrics() any sandbox of a backend, in E2B's shapes on every
+-- backend (the cloud: E2B's API; local: the host's records and cgroups).
+-- A third backend, "envd", attaches to an envd URL with no control plane.
 local async = require "dsh.async"
 local errors = require "dsh.errors"
 local guard = require "dsh.providers.e2b.guard"
@@ -109,7 +114,101 @@ function E2B:resolveExecutable(cmd, opts)
 end
 
 local function backend_of(cfg)
-  return require(cfg.backend == "cloud" and "dsh.providers.e2b.cloud_backend" or "dsh.providers.e2b.local_backend")
+  if cfg.backend == "cloud" then return require "dsh.providers.e2b.cloud_backend" end
+  if cfg.backend == "envd" then return require "dsh.providers.e2b.envd_backend" end
+  return require "dsh.providers.e2b.local_backend"
+end
+
+---@class dsh.SandboxInfo
+---@field sandboxId string
+---@field state string          "running" or "paused"
+---@field metadata table<string,string>
+---@field startedAt string|nil  ISO 8601
+---@field endAt string|nil      when E2B's deadline ends it (cloud)
+---@field templateId string|nil
+---@field envdVersion string|nil
+---@field cpuCount number|nil
+---@field memoryMB number|nil
+---@field network boolean|nil   false: no internet access
+---@field onTimeout string|nil
+---@field backend string
+
+--- This sandbox as its backend describes it (dsh.SandboxInfo), or nil, err.
+function E2B:info()
+  local h, err = self:getSandbox()
+  if not h then return nil, err end
+  return self._handle:info()
+end
+
+--- Resource use of this sandbox: a list of samples, oldest first (E2B's
+-- SandboxMetric fields: timestamp, timestampUnix, cpuCount, cpuUsedPct,
+-- memUsed, memTotal, memCache, diskUsed, diskTotal; a figure the backend
+-- cannot tell is nil). The cloud gives E2B's series (opts.start, opts["end"]:
+-- unix seconds), a local sandbox one sample now.
+function E2B:metrics(opts)
+  local h, err = self:getSandbox()
+  if not h then return nil, err end
+  return self._handle:metrics(opts)
+end
+
+local function query_of(query)
+  if query == nil then return {} end
+  errors.check("dsh.providers.e2b", "list: query", query, "table")
+  local out = {}
+  if query.state ~= nil then
+    local list = type(query.state) == "string" and { query.state } or query.state
+    if type(list) ~= "table" then
+      errors.misuse("dsh.providers.e2b", "list: query.state must be a string or a list")
+    end
+    for _, st in ipairs(list) do
+      if st ~= "running" and st ~= "paused" then
+        errors.misuse("dsh.providers.e2b", 'list: query.state must be "running" or "paused", got %s', tostring(st))
+      end
+    end
+    out.state = list
+  end
+  if query.metadata ~= nil then
+    errors.check("dsh.providers.e2b", "list: query.metadata", query.metadata, "table")
+    for k, v in pairs(query.metadata) do
+      if type(k) ~= "string" or type(v) ~= "string" then
+        errors.misuse("dsh.providers.e2b", "list: query.metadata must map strings to strings")
+      end
+    end
+    out.metadata = query.metadata
+  end
+  return out
+end
+
+--- The sandboxes of a backend (cfg: a dsh-e2b config; {} is the local one,
+-- {backend = "cloud"} E2B's with E2B_API_KEY): a list of dsh.SandboxInfo,
+-- newest first, or nil, err. query.state: "running", "paused" or a list of
+-- them (default both); query.metadata: pairs every sandbox listed has.
+function M.list(cfg, query)
+  cfg = schema.validate(cfg or {})
+  local q = query_of(query)
+  local backend = backend_of(cfg)
+  if not backend.list then return nil, errors.new("unimplemented", backend.name .. " backends list no sandboxes") end
+  return backend.list(cfg, q)
+end
+
+--- One sandbox of a backend (see list): dsh.SandboxInfo or nil, err (not_found).
+function M.info(cfg, id)
+  errors.check("dsh.providers.e2b", "info: id", id, "string")
+  cfg = schema.validate(cfg or {})
+  local backend = backend_of(cfg)
+  if not backend.info then
+    return nil, errors.new("unimplemented", backend.name .. " backends describe no sandboxes")
+  end
+  return backend.info(cfg, id)
+end
+
+--- Resource use of one sandbox of a backend (see E2B:metrics), or nil, err.
+function M.metrics(cfg, id, opts)
+  errors.check("dsh.providers.e2b", "metrics: id", id, "string")
+  cfg = schema.validate(cfg or {})
+  local backend = backend_of(cfg)
+  if not backend.metrics then return nil, errors.new("unimplemented", backend.name .. " backends have no metrics") end
+  return backend.metrics(cfg, id, opts)
 end
 
 -- cwd, then the runtime root inside it, then chmod 700 (reference §1 step 3),
@@ -135,7 +234,7 @@ function M.setup(scope, cfg)
   local service = setmetatable({
     cwd = cfg.cwd,
     runtimeRoot = (cfg.cwd == "/" and "" or cfg.cwd) .. "/.dsh-e2b",
-    created = cfg.sandboxId == nil,
+    created = cfg.sandboxId == nil and backend.name ~= "envd",
     timeoutMode = cfg.onTimeout,
     disposeMode = cfg.onDispose,
     backend = backend.name,

@@ -4,10 +4,13 @@
 -- timeout from expiring, so nothing is sent to extend it. recover() (for
 -- dsh.providers.e2b.guard) reads the host's records: a paused sandbox is
 -- resumed (its processes ended with the pause), a deleted one is gone, and
--- the records say why and when.
+-- the records say why and when. list, info and metrics speak E2B's shapes
+-- (as the cloud backend returns them) from the host's records and the
+-- sandbox's cgroups (dsh.sandbox.metrics).
 local async = require "dsh.async"
 local errors = require "dsh.errors"
 local loop = require "dsh.loop"
+local metrics = require "dsh.sandbox.metrics"
 local sandbox = require "dsh.sandbox"
 
 local M = { name = "local" }
@@ -95,5 +98,50 @@ end
 function Handle:close()
   self._sb:close()
 end
+
+-- What the host's records say of sandboxes ---------------------------------------------
+
+local function info_of(s)
+  local lim = s.limits or {}
+  return {
+    sandboxId = s.id, state = s.state, metadata = s.metadata or {}, startedAt = s.created_at,
+    cpuCount = lim.cpus, memoryMB = lim.memoryMb, network = s.network, onTimeout = s.on_timeout,
+    timeoutMs = s.timeout_ms, backend = "local",
+  }
+end
+
+--- Local sandboxes as E2B lists them, newest first: query.state (a list of
+-- "running", "paused"), query.metadata (every pair must match).
+function M.list(_, query)
+  query = query or {}
+  local states = {}
+  for _, st in ipairs(query.state or { "running", "paused" }) do states[st] = true end
+  local out = {}
+  for _, s in ipairs(sandbox.list()) do
+    local ok = states[s.state]
+    for k, v in pairs(query.metadata or {}) do
+      if (s.metadata or {})[k] ~= v then ok = false end
+    end
+    if ok then table.insert(out, 1, info_of(s)) end
+  end
+  return out
+end
+
+function M.info(_, id)
+  for _, s in ipairs(sandbox.list()) do
+    if s.id == id then return info_of(s) end
+  end
+  return nil, errors.new("not_found", "sandbox " .. tostring(id) .. " not found")
+end
+
+--- One sample, now (E2B's metrics are a series; a local sandbox keeps none).
+function M.metrics(_, id, opts)
+  local m, err = metrics.sample(id, opts)
+  if not m then return nil, err end
+  return { m }
+end
+
+function Handle:info() return M.info(nil, self.id) end
+function Handle:metrics(opts) return M.metrics(nil, self.id, opts) end
 
 return M

@@ -5,6 +5,15 @@
 -- normalised config. The local backend's limits (maxProcesses, memoryMb,
 -- cpus) are dsh.sandbox's, checked with its bounds; on this host's defaults
 -- when absent.
+--
+-- Three backends: "local" (a dsh.sandbox), "cloud" (E2B's control plane:
+-- apiKey, apiUrl, domain, sandboxUrl, template, autoResume) and "envd" (no
+-- control plane: an envd, or a dshd, at envdUrl, as E2B's SDK in debug
+-- mode). A cloud config with debug = true, or with E2B_DEBUG=true in the
+-- environment, is an envd config as the SDK's debug mode has it: envd at
+-- sandboxUrl, E2B_SANDBOX_URL or http://localhost:49983, no API key, and
+-- kill, pause and timeouts doing nothing.
+local api = require "dsh.providers.e2b.cloud_api"
 local errors = require "dsh.errors"
 local limits = require "dsh.sandbox.limits"
 local schema = require "dsh.schema"
@@ -13,8 +22,13 @@ local M = {}
 M.KEYS = {
   "backend", "cwd", "timeoutMs", "onTimeout", "onDispose", "network", "envs", "metadata", "sandboxId",
   "template", "apiKey", "apiUrl", "domain", "sandboxUrl", "maxProcesses", "memoryMb", "cpus", "maxOpenFiles", "diskMb",
+  "autoResume", "debug", "envdUrl", "envdAccessToken",
 }
 M.LOCAL_ONLY = { "maxProcesses", "memoryMb", "cpus", "maxOpenFiles", "diskMb" }
+M.ENVD_ONLY = { "envdUrl", "envdAccessToken" }
+-- What an envd backend cannot do without a control plane.
+M.NOT_ENVD = { "timeoutMs", "onTimeout", "template", "autoResume", "envs", "metadata", "network" }
+M.DEBUG_ENVD_URL = "http://localhost:49983"
 
 M.DEFAULTS = {
   backend = "local",
@@ -42,9 +56,19 @@ function M.validate(cfg)
   schema.keys("dsh-e2b", cfg, M.KEYS)
   local out = {}
   out.backend = cfg.backend or M.DEFAULTS.backend
-  if out.backend ~= "local" and out.backend ~= "cloud" then
-    fail('backend must be "local" or "cloud"')
+  if out.backend ~= "local" and out.backend ~= "cloud" and out.backend ~= "envd" then
+    fail('backend must be "local", "cloud" or "envd"')
   end
+  if cfg.debug ~= nil and type(cfg.debug) ~= "boolean" then fail("debug must be a boolean") end
+  if cfg.debug ~= nil and out.backend ~= "cloud" then fail("debug applies only to the cloud backend") end
+  if out.backend == "cloud" and (cfg.debug == true
+    or (cfg.debug == nil and (os.getenv("E2B_DEBUG") or ""):lower() == "true")) then
+    return M.debug(cfg)
+  end
+  for _, k in ipairs(M.ENVD_ONLY) do
+    if cfg[k] ~= nil and out.backend ~= "envd" then fail(k .. ' applies only to the envd backend') end
+  end
+  if out.backend == "envd" then return M.envd(cfg) end
   if out.backend == "cloud" then
     local key = cfg.apiKey
     if key == nil or key == "" then key = os.getenv("E2B_API_KEY") end
@@ -83,6 +107,10 @@ function M.validate(cfg)
   if type(t) ~= "number" or t ~= t or t <= 0 or t == math.huge or t % 1 ~= 0 then
     fail("timeoutMs must be a positive finite number of whole milliseconds")
   end
+  if out.backend == "cloud" and api.seconds(t) > api.MAX_TIMEOUT_S then
+    fail(string.format("timeoutMs must be at most %d: E2B takes whole seconds in a 32-bit integer",
+      api.MAX_TIMEOUT_S * 1000))
+  end
   out.timeoutMs = t
   out.onTimeout = cfg.onTimeout or M.DEFAULTS.onTimeout
   if out.onTimeout ~= "kill" and out.onTimeout ~= "pause" then fail('onTimeout must be "kill" or "pause"') end
@@ -92,6 +120,17 @@ function M.validate(cfg)
   end
   if cfg.network ~= nil and type(cfg.network) ~= "boolean" then fail("network must be a boolean") end
   out.network = cfg.network ~= false
+  if cfg.autoResume ~= nil then
+    if type(cfg.autoResume) ~= "boolean" then fail("autoResume must be a boolean") end
+    if out.backend ~= "cloud" then
+      fail("autoResume applies only to the cloud backend (a local sandbox is resumed by the next call"
+        .. " through its context)")
+    end
+    if cfg.autoResume and out.onTimeout ~= "pause" then
+      fail('autoResume can only be true when onTimeout is "pause"')
+    end
+    out.autoResume = cfg.autoResume
+  end
   -- the sandbox's environment: a name the subprocess seam scrubs would be
   -- dropped from every process anyway, so it never leaves the host (not to
   -- dshd's memory, nor to E2B's control plane)
@@ -110,6 +149,73 @@ function M.validate(cfg)
     limits.MAX_MAX_OPEN_FILES)
   out.diskMb = schema.integer("dsh-e2b", cfg, "diskMb", nil, require("dsh.sandbox.disk").MIN_MB, 2 ^ 40)
   return out
+end
+
+local function common_envd(cfg, out)
+  local cwd = cfg.cwd == nil and M.DEFAULTS.cwd or cfg.cwd
+  if type(cwd) ~= "string" or cwd:sub(1, 1) ~= "/" or cwd:find("%z") then
+    fail("cwd must be an absolute Linux path: " .. tostring(cwd))
+  end
+  out.cwd = cwd == "/" and "/" or cwd:gsub("/+$", "")
+  if cfg.sandboxId ~= nil and (type(cfg.sandboxId) ~= "string" or cfg.sandboxId == "") then
+    fail("sandboxId must be non-empty when provided")
+  end
+  out.sandboxId = cfg.sandboxId
+  for _, k in ipairs(M.LOCAL_ONLY) do
+    if cfg[k] ~= nil then fail(k .. " applies only to the local backend") end
+  end
+  out.timeoutMs, out.onTimeout, out.network, out.envs, out.metadata = M.DEFAULTS.timeoutMs, "kill", true, {}, {}
+  return out
+end
+
+--- The envd backend: an envd (or dshd) at envdUrl, no control plane.
+function M.envd(cfg)
+  local out = { backend = "envd" }
+  for _, k in ipairs(M.NOT_ENVD) do
+    if cfg[k] ~= nil then
+      fail(k .. " needs a control plane: the envd backend attaches to a sandbox that exists (use the cloud or"
+        .. " local backend)")
+    end
+  end
+  for _, k in ipairs { "apiKey", "apiUrl", "domain", "sandboxUrl" } do
+    if cfg[k] ~= nil then fail(k .. " applies only to the cloud backend (the envd backend takes envdUrl)") end
+  end
+  local url = cfg.envdUrl
+  if url == nil then url = os.getenv("E2B_SANDBOX_URL") end
+  if url == nil or url == "" then url = M.DEBUG_ENVD_URL end
+  if type(url) ~= "string" or not url:match("^https?://[^/]") then
+    fail("envdUrl must be an http:// or https:// URL: " .. tostring(url))
+  end
+  out.envdUrl = url
+  if cfg.envdAccessToken ~= nil and (type(cfg.envdAccessToken) ~= "string" or cfg.envdAccessToken == "") then
+    fail("envdAccessToken must be a non-empty string")
+  end
+  out.envdAccessToken = cfg.envdAccessToken
+  out.onDispose = cfg.onDispose or "leave"
+  if out.onDispose ~= "leave" then
+    fail('onDispose must be "leave" with the envd backend: there is no control plane to kill or pause it')
+  end
+  return common_envd(cfg, out)
+end
+
+--- A cloud config in E2B's debug mode: the envd backend as the SDK's debug
+-- mode has it (envd at sandboxUrl or E2B_SANDBOX_URL or localhost:49983;
+-- kill, pause and timeouts do nothing).
+function M.debug(cfg)
+  local out = { backend = "envd", debug = true }
+  local url = cfg.sandboxUrl or os.getenv("E2B_SANDBOX_URL")
+  if url == nil or url == "" then url = M.DEBUG_ENVD_URL end
+  if type(url) ~= "string" then fail("sandboxUrl must be a string") end
+  out.envdUrl = url
+  if cfg.envdAccessToken ~= nil and (type(cfg.envdAccessToken) ~= "string" or cfg.envdAccessToken == "") then
+    fail("envdAccessToken must be a non-empty string")
+  end
+  out.envdAccessToken = cfg.envdAccessToken
+  out.onDispose = cfg.onDispose or M.DEFAULTS.onDispose
+  if out.onDispose ~= "kill" and out.onDispose ~= "pause" and out.onDispose ~= "leave" then
+    fail('onDispose must be "kill", "pause" or "leave"')
+  end
+  return common_envd(cfg, out)
 end
 
 return M

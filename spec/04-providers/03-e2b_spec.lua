@@ -99,7 +99,7 @@ local BACKENDS = {
     config = function(extra) return S:config(extra) end,
     state = function(id) return S:state(id) end,
     create = function()
-      local r = S:request("POST", "/v2/sandboxes", { templateID = "base", timeout = 300, secure = true })
+      local r = S:request("POST", "/sandboxes", { templateID = "base", timeout = 300, secure = true })
       assert(r.status == 201, "create answered " .. tostring(r.status))
       return r.body.sandboxID
     end,
@@ -169,9 +169,8 @@ describe("dsh-e2b", function()
               local calls = S:calls(mark)
               assert.equal(1, #calls)
               assert.same({
-                method = "POST", path = "/v2/sandboxes", key = S.key, status = 201,
-                body = { templateID = "base", timeout = 300, secure = true, autoPause = true,
-                  autoResume = { enabled = true } },
+                method = "POST", path = "/sandboxes", key = S.key, status = 201,
+                body = { templateID = "base", timeout = 300, secure = true, autoPause = true },
               }, calls[1])
             else
               local info = B.info(id)
@@ -235,9 +234,9 @@ describe("dsh-e2b", function()
             local calls = S:calls(mark)
             assert.equal(1, #calls)
             assert.same({
-              method = "POST", path = "/v2/sandboxes", key = S.key, status = 201,
+              method = "POST", path = "/sandboxes", key = S.key, status = 201,
               body = { templateID = "agent-template", timeout = 60, secure = true, autoPause = false,
-                autoResume = { enabled = false }, metadata = { purpose = "e2b-spec" },
+                metadata = { purpose = "e2b-spec" },
                 envVars = { SPEC_VALUE = "from-create" } },
             }, calls[1])
           else
@@ -263,7 +262,7 @@ describe("dsh-e2b", function()
             assert.equal("kept", out(again.e2b, "cat " .. e2b.quote(cwd .. "/notes.txt")))
             assert.equal("from-create\n", out(again.e2b, "printenv SPEC_VALUE"))
             if B.cloud then
-              assert.same({ { method = "POST", path = "/v2/sandboxes/" .. id .. "/connect", key = S.key,
+              assert.same({ { method = "POST", path = "/sandboxes/" .. id .. "/connect", key = S.key,
                 status = 201, body = { timeout = 90 } } }, S:calls(mark3))
             end
           end)
@@ -281,8 +280,11 @@ describe("dsh-e2b", function()
           assert.is_true(ctx:dispose())
           assert.equal("paused", B.state(id))
           if B.cloud then
+            -- 409 is "already paused" or "changing state": the record says which
             assert.same({ { method = "POST", path = "/sandboxes/" .. id .. "/pause", key = S.key, status = 409,
-              body = {} } }, S:calls(mark))
+              body = {} },
+              { method = "GET", path = "/sandboxes/" .. id, key = S.key, status = 200, body = json.null } },
+              S:calls(mark))
           end
           B.kill(id)
         end)
@@ -299,7 +301,7 @@ describe("dsh-e2b", function()
             assert.equal(id, ctx.e2b:sandboxId())
             assert.equal("700\n", out(ctx.e2b, "stat -c %a /home/user/workspace/.dsh-e2b"))
             if B.cloud then
-              assert.same({ { method = "POST", path = "/v2/sandboxes/" .. id .. "/connect", key = S.key,
+              assert.same({ { method = "POST", path = "/sandboxes/" .. id .. "/connect", key = S.key,
                 status = 200, body = { timeout = 90 } } }, S:calls(mark))
             end
             local pids = B.pids(id)
@@ -321,7 +323,7 @@ describe("dsh-e2b", function()
             -- wait until the create is under way (local: its state directory
             -- exists; cloud: the stand-in has the request)
             assert.is_truthy(helpers.eventually(function()
-              if B.cloud then return #only(S:calls(mark), "POST", "^/v2/sandboxes$") == 1 end
+              if B.cloud then return #only(S:calls(mark), "POST", "^/sandboxes$") == 1 end
               return B.count() > before
             end))
             assert.is_false(start:done())
@@ -387,7 +389,7 @@ describe("dsh-e2b", function()
           if B.cloud then
             local calls = S:calls(mark)
             assert.equal(1, #calls)
-            assert.equal("/v2/sandboxes/" .. id .. "/connect", calls[1].path)
+            assert.equal("/sandboxes/" .. id .. "/connect", calls[1].path)
           end
           B.kill(id)
           -- an unknown id: nothing to connect to, nothing killed
@@ -456,7 +458,8 @@ describe("dsh-e2b", function()
         local ok, err = ctx:start()
         assert.is_nil(ok)
         assert.equal("unauthenticated", err.code)
-        assert.equal("E2B API create failed (401): Invalid API key, it must start with e2b_ prefix", err.message)
+        assert.equal("E2B API create failed (401 Unauthorized): the API key was refused (check apiKey or"
+          .. " E2B_API_KEY): Invalid API key, it must start with e2b_ prefix", err.message)
         assert.is_true(ctx:dispose())
         local calls = S:calls(mark)
         assert.equal(1, #calls)
@@ -534,7 +537,7 @@ describe("dsh-e2b", function()
           while not line:find("\n", 1, true) do line = line .. assert(parent:read()) end
           local info = json.decode(line)
           local orphan = setmetatable({ key = key, api_url = "http://127.0.0.1:" .. info.api }, getmetatable(S))
-          local r = orphan:request("POST", "/v2/sandboxes", { templateID = "base", timeout = 300, secure = true })
+          local r = orphan:request("POST", "/sandboxes", { templateID = "base", timeout = 300, secure = true })
           assert.equal(201, r.status)
           local pids = orphan:pids(r.body.sandboxID)
           assert.is_true(#pids >= 3) -- bubblewrap, its init, dshd

@@ -208,7 +208,7 @@ describe("the composition e2b + fs + subprocess + bash", function()
       assert.is_true(dok, tostring(derr))
       local calls = S:calls(mark)
       assert.equal("POST", calls[1].method)
-      assert.equal("/v2/sandboxes", calls[1].path)
+      assert.equal("/sandboxes", calls[1].path)
       assert.same({ NPM_TOKEN = "sentinel-secret", DSH_STALE = "sentinel-stale", KEEP = "visible" },
         calls[1].body.envVars)
       local after = S:calls(mark2)
@@ -247,7 +247,7 @@ describe("the composition e2b + fs + subprocess + bash", function()
         assert.equal(0, st.exit_code, out .. err)
         assert.matches("\npoc: all %d+ steps passed in ", out)
         local calls = S:calls(mark)
-        assert.same({ "POST", "/v2/sandboxes", S.key }, { calls[1].method, calls[1].path, calls[1].key })
+        assert.same({ "POST", "/sandboxes", S.key }, { calls[1].method, calls[1].path, calls[1].key })
         local delete -- the last call but step 17's look for the deleted sandbox
         for _, c in ipairs(calls) do
           if c.method == "DELETE" then delete = c end

@@ -45,7 +45,7 @@ describe("dsh poc --cloud on the E2B stand-in", function()
       local id = out:match("sandbox (%w+), cwd ")
       assert.is_string(id)
       local calls = S:calls(mark)
-      assert.same({ "POST", "/v2/sandboxes", S.key }, { calls[1].method, calls[1].path, calls[1].key })
+      assert.same({ "POST", "/sandboxes", S.key }, { calls[1].method, calls[1].path, calls[1].key })
       assert.same({ NPM_TOKEN = "sentinel-secret", DSH_STALE = "sentinel-stale", KEEP = "visible" },
         calls[1].body.envVars)
       local delete
@@ -54,7 +54,7 @@ describe("dsh poc --cloud on the E2B stand-in", function()
       end
       assert.same({ "/sandboxes/" .. id, 204 }, { delete.path, delete.status })
       -- step 17 asked the control plane after the delete: not found
-      assert.same({ "POST", "/v2/sandboxes/" .. id .. "/connect", 404 },
+      assert.same({ "POST", "/sandboxes/" .. id .. "/connect", 404 },
         { calls[#calls].method, calls[#calls].path, calls[#calls].status })
       assert.is_nil(S:state(id))
       assert.matches("sandbox " .. id .. " not found\n", out)
@@ -66,7 +66,7 @@ describe("dsh poc --cloud on the E2B stand-in", function()
       local code, out = run_poc(S, "e2b_wrong_key")
       assert.equal(1, code, out)
       assert.matches("%[ 1/19%] compose the world[^\n]- FAILED", out)
-      assert.matches("E2B API create failed %(401%)", out)
+      assert.matches("E2B API create failed %(401 Unauthorized%): the API key was refused", out)
       assert.matches("\npoc: step 1 failed: compose the world", out)
     end)
   end)

@@ -10,7 +10,13 @@
 -- The stand-in is one Node process per spec file. Its dsh.proc handle is
 -- left out of the per-test leak check (it lives from setup to teardown);
 -- stop() closes it and fails unless every process the stand-in started
--- (node, bubblewrap, dshd and all their descendants) is gone.
+-- (node, bubblewrap, dshd and all their descendants) is gone, and unless
+-- every API call it got was one of the contract's routes and every answer
+-- it gave was one the contract allows: a client (dsh, or the SDK) asking
+-- for a path E2B does not serve fails the spec that made it do so.
+--
+-- Its templates: "base" and "agent-template" (envd 0.6.4, all dsh needs)
+-- and "old-envd" (envd 0.2.0, older than dsh needs).
 local helpers = require "helpers"
 local http = require "dsh.http"
 local json = require "dsh.json"
@@ -77,10 +83,10 @@ end
 
 --- In a describe block: the stand-in, started in setup and stopped (checked
 -- to leave nothing) in teardown. Returns it, filled in when setup runs.
-function M.use_standin()
+function M.use_standin(opts)
   local env = getfenv(2)
   local S = {}
-  env.setup(function() M.standin(S) end)
+  env.setup(function() M.standin(S, opts) end)
   env.teardown(function() if S.proc then S:stop() end end)
   return S
 end
@@ -88,16 +94,25 @@ end
 local Standin = {}
 Standin.__index = Standin
 
+M.TEMPLATES = { "agent-template=0.6.4", "old-envd=0.2.0" }
+
 --- Start spec/fixtures/e2b-api.mjs (call from setup). Returns the stand-in
--- (filled into `into` when given).
-function M.standin(into)
+-- (filled into `into` when given). opts.args: more options for it
+-- ({"--tls-domain", "e2b.test"}).
+function M.standin(into, opts)
   local S
   helpers.run(function()
     local dir = helpers.tmpdir()
     local key = "e2b_spec_" .. sys.random_hex(16)
+    local argv = { "node", helpers.root .. "/spec/fixtures/e2b-api.mjs", "--api-key", key,
+      "--dshd", helpers.bin("dshd"), "--state-dir", dir .. "/sandboxes" }
+    for _, t in ipairs(M.TEMPLATES) do
+      argv[#argv + 1] = "--template"
+      argv[#argv + 1] = t
+    end
+    for _, a in ipairs(opts and opts.args or {}) do argv[#argv + 1] = a end
     local p = assert(proc.spawn {
-      argv = { "node", helpers.root .. "/spec/fixtures/e2b-api.mjs", "--api-key", key,
-        "--dshd", helpers.bin("dshd"), "--state-dir", dir .. "/sandboxes" },
+      argv = argv,
       env = { PATH = os.getenv("PATH") or "/usr/bin:/bin", HOME = dir, LANG = "C.UTF-8" },
       stdin = "null", stdout = "pipe", stderr = "inherit",
     })
@@ -119,6 +134,7 @@ function M.standin(into)
     S = setmetatable(into or {}, Standin)
     S.proc, S.dir, S.key, S.pid = p, dir, key, info.pid
     S.api_url, S.router_url = "http://127.0.0.1:" .. info.api, "http://127.0.0.1:" .. info.router
+    S.tls_port, S.ca = info.tls, info.ca
   end)
   return S
 end
@@ -149,11 +165,15 @@ function Standin:request(method, path, body, key)
 end
 
 --- Every API call the stand-in recorded, from index first (default 1):
--- {method=, path=, body=, key=, status=}.
+-- {method=, path=, body=, key=, status=} (and query=, when it had one).
 function Standin:calls(first)
   local all = self:request("GET", "/__calls").body
   local out = {}
-  for i = first or 1, #all do out[#out + 1] = all[i] end
+  for i = first or 1, #all do
+    local c = all[i]
+    out[#out + 1] = { method = c.method, path = c.path, body = c.body, key = c.key, status = c.status,
+      query = c.query ~= "" and c.query or nil }
+  end
   return out
 end
 
@@ -169,6 +189,44 @@ function Standin:routed(first)
   local out = {}
   for i = first or 1, #all do out[#out + 1] = all[i] end
   return out, #all + 1
+end
+
+--- Queue a fault: the next count (default 1) calls of the route (method and
+-- the contract's path template, "/sandboxes/{sandboxID}/connect") answer
+-- status; retry_after: a Retry-After header (seconds).
+function Standin:fault(method, path, status, count, retry_after, message)
+  local r = self:request("POST", "/__faults", { method = method, path = path, status = status, count = count,
+    retryAfter = retry_after, message = message })
+  assert(r.status == 204, "the stand-in refused the fault: " .. tostring(type(r.body) == "table" and r.body.message))
+end
+
+--- Hold the next pause or resume of sandbox id in "pausing"/"resuming"
+-- until release(id).
+function Standin:gate(id)
+  assert(self:request("POST", "/__gate", { sandboxID = id }).status == 204, "no sandbox " .. id .. " to gate")
+end
+
+function Standin:release(id)
+  assert(self:request("POST", "/__release", { sandboxID = id }).status == 204, "no sandbox " .. id .. " to release")
+end
+
+--- The routes the stand-in serves: {{method=, path=, deprecated=}, ...}.
+function Standin:routes()
+  return self:request("GET", "/__routes").body
+end
+
+--- Every recorded call that no route of the contract served, or whose
+-- answer the contract does not allow (the stand-in's own mistake).
+function Standin:strays()
+  local out = {}
+  for _, c in ipairs(self:request("GET", "/__calls").body) do
+    if c.route == nil or c.route == json.null then
+      out[#out + 1] = c.method .. " " .. c.path .. ": no such route"
+    elseif type(c.problems) == "table" and #c.problems > 0 then
+      out[#out + 1] = c.method .. " " .. c.path .. ": " .. table.concat(c.problems, "; ")
+    end
+  end
+  return out
 end
 
 --- The stand-in's sandboxes: {sandboxID=, state=, dir=, pids=}.
@@ -215,8 +273,9 @@ end
 --- Stop the stand-in (call from teardown) and fail unless everything it
 -- started is gone and its state directory can be removed.
 function Standin:stop()
-  local left
+  local left, strays
   helpers.run(function()
+    strays = self:strays()
     local pids = { self.pid }
     for _, s in ipairs(self:sandboxes()) do
       for _, p in ipairs(s.pids) do pids[#pids + 1] = p end
@@ -232,6 +291,8 @@ function Standin:stop()
   end)
   helpers.rm_rf(self.dir)
   assert(#left == 0, "the E2B stand-in left processes running: " .. table.concat(left, " "))
+  assert(#strays == 0, "calls E2B's contract does not serve (or answers it does not allow):\n"
+    .. table.concat(strays, "\n"))
 end
 
 -- Stock envd ------------------------------------------------------------------------------
