@@ -64,7 +64,8 @@ static int helper_map(const char *helper, pid_t pid, const char *spec, char *why
   snprintf(pidbuf, sizeof pidbuf, "%d", (int)pid);
   argv[n++] = (char *)helper;
   argv[n++] = pidbuf;
-  for (char *t = strtok(copy, " "); t && n < (int)(sizeof argv / sizeof *argv) - 1; t = strtok(NULL, " "))
+  for (char *t = strtok(copy, " "); t && n < (int)(sizeof argv / sizeof *argv) - 1;
+       t = strtok(NULL, " "))
     argv[n++] = t;
   argv[n] = NULL;
   pid_t c = fork();
@@ -124,8 +125,10 @@ static int sysctls(const launch_opts_t *o, pid_t pid, char *why, size_t whylen) 
   ssize_t k = read(pfd[0], why, whylen - 1);
   close(pfd[0]);
   if (c < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-    if (k <= 0) snprintf(why, whylen, "setting the sandbox's sysctls failed");
-    else why[k] = 0;
+    if (k <= 0)
+      snprintf(why, whylen, "setting the sandbox's sysctls failed");
+    else
+      why[k] = 0;
     return -1;
   }
   return 0;
@@ -133,7 +136,8 @@ static int sysctls(const launch_opts_t *o, pid_t pid, char *why, size_t whylen) 
 
 int launch_idmap(const launch_opts_t *o, pid_t pid, char *why, size_t whylen) {
   char uids[512], gids[512];
-  if (map_text(o->uid_map, uids, sizeof uids) != 0 || map_text(o->gid_map, gids, sizeof gids) != 0) {
+  if (map_text(o->uid_map, uids, sizeof uids) != 0 ||
+      map_text(o->gid_map, gids, sizeof gids) != 0) {
     snprintf(why, whylen, "malformed id map: %s / %s", o->uid_map, o->gid_map);
     return -1;
   }

@@ -1,5 +1,7 @@
 /* launch.c: dsh-launch's command line and the order of its steps (launch.h
  * says what each step is for). Uses mounts.c and idmap.c; libc only. */
+#include "launch.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -17,8 +19,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "launch.h"
-
 #define MAX_TOKEN 4096
 #define MAX_INFO 65536
 
@@ -33,12 +33,13 @@ void launch_die(const char *fmt, ...) {
 }
 
 static void usage(void) {
-  fputs("usage: dsh-launch [--cgroup-procs FILE]... [--rlimit nproc=N|nofile=N]...\n"
-        "  [--stage DIR=PATH] [--disk IMAGE=DIR] [--mkdir PATH=MODE:UID:GID]... [--copy SRC=DST]...\n"
-        "  [--listen PATH] [--token] [--info] [--tun UID:GID] [--as UID:GID]\n"
-        "  [--map-uids MAP --map-gids MAP]\n"
-        "  [--ns-sysctl NAME=VALUE]... -- COMMAND...\n",
-        stderr);
+  fputs(
+      "usage: dsh-launch [--cgroup-procs FILE]... [--rlimit nproc=N|nofile=N]...\n"
+      "  [--stage DIR=PATH] [--disk IMAGE=DIR] [--mkdir PATH=MODE:UID:GID]... [--copy SRC=DST]...\n"
+      "  [--listen PATH] [--token] [--info] [--tun UID:GID] [--as UID:GID]\n"
+      "  [--map-uids MAP --map-gids MAP]\n"
+      "  [--ns-sysctl NAME=VALUE]... -- COMMAND...\n",
+      stderr);
   exit(2);
 }
 
@@ -74,9 +75,12 @@ static void parse(int argc, char **argv, launch_opts_t *o, const char **mkdirs, 
     } else if (strcmp(a, "--rlimit") == 0) {
       const char *name, *n;
       split(v, '=', &name, &n, a);
-      if (strcmp(name, "nproc") == 0) o->nproc = number(n, a);
-      else if (strcmp(name, "nofile") == 0) o->nofile = number(n, a);
-      else launch_die("--rlimit: nproc or nofile expected, got %s", name);
+      if (strcmp(name, "nproc") == 0)
+        o->nproc = number(n, a);
+      else if (strcmp(name, "nofile") == 0)
+        o->nofile = number(n, a);
+      else
+        launch_die("--rlimit: nproc or nofile expected, got %s", name);
     } else if (strcmp(a, "--stage") == 0) {
       split(v, '=', &o->stage_src, &o->stage_dst, a);
     } else if (strcmp(a, "--disk") == 0) {
@@ -152,7 +156,8 @@ static int listen_socket(const char *path) {
   mode_t old = umask(0177);
   int rc = fd < 0 ? -1 : bind(fd, (struct sockaddr *)&a, sizeof a);
   umask(old);
-  if (rc != 0 || listen(fd, 1024) != 0) launch_die("cannot listen on %s: %s", path, strerror(errno));
+  if (rc != 0 || listen(fd, 1024) != 0)
+    launch_die("cannot listen on %s: %s", path, strerror(errno));
   return fd;
 }
 
@@ -204,7 +209,8 @@ static void forward(int sig) {
 /* In the child: all three ids to uid/gid (and no supplementary groups). */
 static void become(long long uid, long long gid, const char *what) {
   setgroups(0, NULL); /* EPERM where setgroups is denied: nothing to drop then */
-  if (setresgid((gid_t)gid, (gid_t)gid, (gid_t)gid) || setresuid((uid_t)uid, (uid_t)uid, (uid_t)uid)) {
+  if (setresgid((gid_t)gid, (gid_t)gid, (gid_t)gid) ||
+      setresuid((uid_t)uid, (uid_t)uid, (uid_t)uid)) {
     fprintf(stderr, "dsh-launch: cannot become %s (%lld): %s\n", what, uid, strerror(errno));
     _exit(EXIT_LAUNCH);
   }

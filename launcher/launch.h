@@ -40,20 +40,20 @@ enum { EXIT_LAUNCH = 125 };
 typedef struct launch_opts {
   const char *cgroup_procs[MAX_ITEMS];
   int n_cgroup_procs;
-  long long nproc, nofile;     /* -1: unchanged */
+  long long nproc, nofile;           /* -1: unchanged */
   const char *stage_src, *stage_dst; /* --stage SRC=DST */
   const char *disk_img, *disk_dir;   /* --disk IMAGE=DIR (after the stage) */
   const char *copy_src[MAX_ITEMS], *copy_dst[MAX_ITEMS];
   int n_copies;
-  const char *listen;          /* --listen PATH */
-  int token;                   /* --token: the token on stdin */
-  int info;                    /* --info: read the command's fd 5 */
-  long long as_uid, as_gid;    /* --as UID:GID; -1: stay (the user namespace's owner) */
-  long long tun_uid, tun_gid;  /* --tun UID:GID: a private /dev/net/tun for that uid */
+  const char *listen;            /* --listen PATH */
+  int token;                     /* --token: the token on stdin */
+  int info;                      /* --info: read the command's fd 5 */
+  long long as_uid, as_gid;      /* --as UID:GID; -1: stay (the user namespace's owner) */
+  long long tun_uid, tun_gid;    /* --tun UID:GID: a private /dev/net/tun for that uid */
   const char *uid_map, *gid_map; /* --map-uids "0 A 1 1000 B 1": a user namespace with these */
   const char *sysctl_name[MAX_ITEMS], *sysctl_value[MAX_ITEMS];
   int n_sysctls;
-  char *const *argv;           /* the command */
+  char *const *argv; /* the command */
 } launch_opts_t;
 
 /* A step failed: message on stderr, exit 125. */

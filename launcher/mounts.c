@@ -43,8 +43,14 @@ void launch_mounts(const launch_opts_t *o) {
     struct stat st;
     if (lstat(o->disk_img, &st) != 0 || !S_ISREG(st.st_mode))
       launch_die("disk image %s is not a regular file", o->disk_img);
-    char *argv[] = {"/bin/mount", "-t", "ext4", "-o", "loop,nodev,nosuid,noinit_itable",
-                    (char *)o->disk_img, (char *)o->disk_dir, NULL};
+    char *argv[] = {"/bin/mount",
+                    "-t",
+                    "ext4",
+                    "-o",
+                    "loop,nodev,nosuid,noinit_itable",
+                    (char *)o->disk_img,
+                    (char *)o->disk_dir,
+                    NULL};
     run(argv);
   }
 }
@@ -53,7 +59,8 @@ void launch_mounts(const launch_opts_t *o) {
  * with a tun node (10, 200) it owns; the host's node stays as it is. */
 void launch_tun(const launch_opts_t *o) {
   if (o->tun_uid < 0) return;
-  if (!o->stage_src && unshare(CLONE_NEWNS) != 0) launch_die("unshare(CLONE_NEWNS): %s", strerror(errno));
+  if (!o->stage_src && unshare(CLONE_NEWNS) != 0)
+    launch_die("unshare(CLONE_NEWNS): %s", strerror(errno));
   if (!o->stage_src && mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
     launch_die("making mounts private: %s", strerror(errno));
   if (mount("tun", "/dev/net", "tmpfs", MS_NOSUID | MS_NOEXEC, "size=16k,mode=0755") != 0 ||
@@ -89,7 +96,8 @@ static void parents(const char *path) {
   for (char *p = buf + 1; *p; p++) {
     if (*p != '/') continue;
     *p = 0;
-    if (mkdir(buf, 0755) != 0 && errno != EEXIST) launch_die("cannot make %s: %s", buf, strerror(errno));
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+      launch_die("cannot make %s: %s", buf, strerror(errno));
     *p = '/';
   }
 }

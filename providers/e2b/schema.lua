@@ -147,7 +147,7 @@ function M.validate(cfg)
   out.cpus = schema.number("dsh-e2b", cfg, "cpus", nil, 0.01, 4096)
   out.maxOpenFiles = schema.integer("dsh-e2b", cfg, "maxOpenFiles", nil, limits.MIN_MAX_OPEN_FILES,
     limits.MAX_MAX_OPEN_FILES)
-  out.diskMb = schema.integer("dsh-e2b", cfg, "diskMb", nil, require("dsh.sandbox.disk").MIN_MB, 2 ^ 40)
+  out.diskMb = schema.integer("dsh-e2b", cfg, "diskMb", nil, limits.MIN_DISK_MB, 2 ^ 40)
   return out
 end
 

@@ -47,7 +47,7 @@ typedef struct dshd_config {
   uint64_t max_rpc_body_bytes; /* unary/stream request body bound; default 64 MiB */
   int64_t exited_ttl_ms;       /* an exited process's record is dropped after; default 60 s */
   uint64_t exited_max_bytes;   /* all exited processes' records together; default 64 MiB */
-  uint32_t max_open_files;     /* > 0: every process started gets RLIMIT_NOFILE soft = hard = this */
+  uint32_t max_open_files; /* > 0: every process started gets RLIMIT_NOFILE soft = hard = this */
 } dshd_config_t;
 
 typedef struct dshd dshd_t;

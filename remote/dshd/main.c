@@ -8,11 +8,11 @@
  * SIGTERM or SIGINT, 3 after the idle timeout, 1 on a start-up failure, 2 on
  * usage. Never prints the token, and never keeps it in argv. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <unistd.h>

@@ -16,7 +16,6 @@ local hostfs = require "dsh.hostfs"
 local lfs = require "lfs"
 local sandbox = require "dsh.sandbox"
 local state = require "dsh.sandbox.state"
-local sys = require "dsh.sysutil"
 
 local function sh(client, script)
   local p = assert(client:start { cmd = "/bin/bash", args = { "-c", script } })

@@ -8,7 +8,6 @@
 -- not in the sandbox at all, not even in dshd's memory (read from the host).
 local D = require "helpers.dshd"
 local helpers = require "helpers"
-local sandbox = require "dsh.sandbox"
 local state = require "dsh.sandbox.state"
 local sys = require "dsh.sysutil"
 

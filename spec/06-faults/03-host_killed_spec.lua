@@ -11,7 +11,6 @@ local helpers = require "helpers"
 local proc = require "dsh.proc"
 local sandbox = require "dsh.sandbox"
 local state = require "dsh.sandbox.state"
-local sys = require "dsh.sysutil"
 
 -- The child host: prints the sandbox id once its work runs, then waits forever.
 local HOST = [[

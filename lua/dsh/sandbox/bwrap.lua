@@ -38,10 +38,8 @@ M.FD_LISTEN, M.FD_TOKEN, M.FD_INFO = 3, 4, 5
 -- serving files on its behalf (owner, modes, its directories), signalling
 -- its processes, and letting a root service bind a low port of its own
 -- network. Not CAP_SYS_ADMIN, CAP_SYS_RESOURCE, CAP_SYS_PTRACE nor CAP_NET_ADMIN.
-M.CAPS = {
-  "CAP_SETUID", "CAP_SETGID", "CAP_CHOWN", "CAP_FOWNER", "CAP_DAC_OVERRIDE", "CAP_KILL",
-  "CAP_NET_BIND_SERVICE",
-}
+M.CAPS = { "cap_setuid", "cap_setgid", "cap_chown", "cap_fowner", "cap_dac_override", "cap_kill",
+  "cap_net_bind_service" }
 
 -- /etc entries programs commonly need; everything else of the host's /etc stays out.
 M.ETC = {
@@ -102,7 +100,7 @@ function M.argv(o)
   local argv = { sys.which("bwrap") or "/usr/bin/bwrap" }
   if o.separate then
     -- root of the launcher's user namespace: keep only what dshd needs
-    add(argv, "--cap-drop", "ALL")
+    add(argv, "--cap-drop", "all")
     for _, c in ipairs(M.CAPS) do add(argv, "--cap-add", c) end
   else
     add(argv, "--unshare-user", "--uid", tostring(M.UID), "--gid", tostring(M.GID), "--disable-userns")
@@ -201,7 +199,9 @@ function M.launch_argv(o)
       add(argv, "--disk", o.dir .. "/disk.img=" .. img)
       add(argv, "--copy", o.dshd .. "=" .. img .. "/.dsh/dshd")
       for _, e in ipairs(M.ETC_OWN) do
-        if sys.exists(o.dir .. "/etc/" .. e) then add(argv, "--copy", M.STAGE .. "/etc/" .. e .. "=" .. img .. "/.dsh/etc/" .. e) end
+        if sys.exists(o.dir .. "/etc/" .. e) then
+          add(argv, "--copy", M.STAGE .. "/etc/" .. e .. "=" .. img .. "/.dsh/etc/" .. e)
+        end
       end
       paths = { home = img .. "/home", tmp = img .. "/tmp", etc = img .. "/.dsh/etc", dshd = img .. "/.dsh/dshd" }
     else

@@ -15,12 +15,13 @@
 -- limits have no diskMb, and the README says so.
 local errors = require "dsh.errors"
 local lfs = require "lfs"
+local limits = require "dsh.sandbox.limits"
 local proc = require "dsh.proc"
 local sys = require "dsh.sysutil"
 
 local M = {}
 
-M.MIN_MB = 64
+M.MIN_MB = limits.MIN_DISK_MB
 M.DEFAULT_MAX_MB = 10240
 M.IMAGE = "disk.img"
 M.MOUNT = "disk" -- mount point in the state directory (empty on the host)

@@ -149,7 +149,7 @@ end
 local function upgrade(id, meta)
   local changed = false
   if not meta.limits then
-    meta.limits = limits.plan({}, state.root())
+    meta.limits = limits.plan {}
     changed = true
   end
   if not meta.identities then
@@ -160,7 +160,9 @@ local function upgrade(id, meta)
     if ids.mode ~= "shared" then
       for _, d in ipairs { "home", "tmp" } do sys.mkdir_p(dir .. "/" .. d, "755") end
       local ok, cerr = uids.chown(ids.uid, { dir .. "/home", dir .. "/tmp" }, true, ids.gid)
-      if ok and ids.mode == "dedicated" then ok, cerr = uids.chown(ids.root_uid, { dir .. "/tmp" }, false, ids.root_gid) end
+      if ok and ids.mode == "dedicated" then
+        ok, cerr = uids.chown(ids.root_uid, { dir .. "/tmp" }, false, ids.root_gid)
+      end
       if not ok then return nil, errors.new("internal", cerr) end
       sys.chmod(dir .. "/tmp", "1777")
     end
@@ -172,7 +174,8 @@ local function upgrade(id, meta)
   end
   -- /etc files a newer dsh generates (resolv.conf, cmdline)
   for name, text in pairs(bwrap.etc_files(id, meta.network ~= false and network.RESOLV_CONF or nil)) do
-    if not sys.exists(state.dir(id) .. "/etc/" .. name) then sys.write_file(state.dir(id) .. "/etc/" .. name, text, "644") end
+    local path = state.dir(id) .. "/etc/" .. name
+    if not sys.exists(path) then sys.write_file(path, text, "644") end
   end
   if changed then state.write_meta(id, meta) end
   return true
@@ -298,8 +301,10 @@ function M.create(opts)
     return nil, errors.new("internal",
       "cannot create the sandbox state directory " .. state.root() .. ": " .. tostring(rerr))
   end
-  local plan, perr = limits.plan(opts, state.root())
+  local plan, perr = limits.plan(opts)
   if not plan then return nil, perr end
+  plan.diskMb, perr = disk.plan(opts.diskMb, state.root())
+  if perr then return nil, perr end
   for _, sub in ipairs { "", "/etc" } do
     local ok, err = sys.mkdir_p(dir .. sub, "700")
     if not ok then return nil, errors.new("internal", "cannot create " .. dir .. sub .. ": " .. tostring(err)) end

@@ -13,7 +13,7 @@
 --                 out of file structures)
 --   diskMb        bytes written under /home/user and /tmp (default a quarter
 --                 of the free space of the state directory's file system, at
---                 most 10240), see dsh.sandbox.disk
+--                 most 10240): dsh.sandbox.disk decides it
 -- Processes, memory and CPU are enforced with cgroups (dsh.sandbox.cgroups,
 -- v1 or v2) when the host lets dsh create groups, the process limit also with
 -- RLIMIT_NPROC under the sandbox's own host uids, open files with
@@ -23,7 +23,6 @@
 -- cannot enforce is an error; a default that cannot be enforced is recorded
 -- as absent (nil) in the sandbox's limits.
 local cgroups = require "dsh.sandbox.cgroups"
-local disk = require "dsh.sandbox.disk"
 local errors = require "dsh.errors"
 
 local M = {}
@@ -32,6 +31,7 @@ M.DEFAULT_MAX_PROCESSES = 1024
 M.MIN_MAX_PROCESSES = 16 -- bubblewrap (2), dshd and a shell with a pipeline
 M.MAX_MAX_PROCESSES = 4194304
 M.MIN_MEMORY_MB = 64
+M.MIN_DISK_MB = 64
 M.DEFAULT_MAX_OPEN_FILES = 1024
 M.MIN_MAX_OPEN_FILES = 64
 M.MAX_MAX_OPEN_FILES = 1048576
@@ -96,7 +96,7 @@ function M.check(mod, opts)
   int("maxProcesses", M.MIN_MAX_PROCESSES, M.MAX_MAX_PROCESSES)
   int("memoryMb", M.MIN_MEMORY_MB, 2 ^ 40)
   int("maxOpenFiles", M.MIN_MAX_OPEN_FILES, M.MAX_MAX_OPEN_FILES)
-  int("diskMb", disk.MIN_MB, 2 ^ 40)
+  int("diskMb", M.MIN_DISK_MB, 2 ^ 40)
   local c = opts.cpus
   if c ~= nil and (type(c) ~= "number" or c ~= c or c < 0.01 or c > 4096) then
     error(mod .. ": create: cpus must be a number from 0.01 to 4096", 3)
@@ -128,11 +128,11 @@ local function beyond_host(opts, host, plan)
 end
 
 --- Decide the limits of a new sandbox from create's options: the record kept
--- in its meta ({maxProcesses=, memoryMb=, cpus=, maxOpenFiles=, diskMb=,
--- cgroup_version=, cgroups={controller...}}), or nil, err when a value
--- cannot be given or an explicitly requested limit cannot be enforced here.
--- state_root: where the sandbox's files go (for the disk figures).
-function M.plan(opts, state_root)
+-- in its meta ({maxProcesses=, memoryMb=, cpus=, maxOpenFiles=,
+-- cgroup_version=, cgroups={controller...}}; diskMb is dsh.sandbox.disk's),
+-- or nil, err when a value cannot be given or an explicitly requested limit
+-- cannot be enforced here.
+function M.plan(opts)
   local host = M.host()
   local n = opts.maxProcesses or M.DEFAULT_MAX_PROCESSES
   local d = M.defaults(host, n)
@@ -156,10 +156,6 @@ function M.plan(opts, state_root)
   end
   err = want("memoryMb", "memory") or want("cpus", "cpu")
   if err then return nil, err end
-  local dmb
-  dmb, err = disk.plan(opts.diskMb, state_root)
-  if err then return nil, err end
-  out.diskMb = dmb
   return out
 end
 

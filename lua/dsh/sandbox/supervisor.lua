@@ -118,7 +118,6 @@ end
 -- dshd to answer. Returns the slirp4netns process (or false without network),
 -- or nil, why.
 local function start(id, meta, p, rt, stopping)
-  local dir = state.dir(id)
   local deadline = loop.now_ms() + M.START_TIMEOUT_MS
   local tag, cmd, pid = async.timeout(M.START_TIMEOUT_MS, function() return "pids", read_pids(p) end)
   if tag ~= "pids" or not pid then
