@@ -34,10 +34,11 @@ end
 
 --- The overlay config of the run (reference §6.2 B): the sandbox's cwd is the
 -- host's cwd string, which names two unrelated directories.
-function M.config(cloud, cwd)
+function M.config(cloud, cwd, no_network)
   return {
     backend = cloud and "cloud" or "local",
-    e2b = { cwd = cwd, envs = M.AMBIENT, timeoutMs = 180000, onTimeout = "kill", onDispose = "kill" },
+    e2b = { cwd = cwd, envs = M.AMBIENT, timeoutMs = 180000, onTimeout = "kill", onDispose = "kill",
+      network = not no_network },
     bash = { timeoutMs = 30000 },
     pty = { pollIntervalMs = 25, idleSilenceMs = 2000, timeoutMs = 5000, disposeGraceMs = 1000 },
     lsp = { servers = require("dsh.poc.lsp").SERVERS },
@@ -69,7 +70,7 @@ local function steps(state)
     { "", "compose the world: one ctx:use(overlay) on one sandbox", function()
       local ctx = context.new()
       state.ctx = ctx
-      ctx:use(require "dsh.providers.overlay", M.config(state.cloud, state.cwd))
+      ctx:use(require "dsh.providers.overlay", M.config(state.cloud, state.cwd, state.no_network))
       C.ok_or(ctx:start())
       state.id = C.ok_or(ctx.e2b:sandboxId())
       return string.format("sandbox %s, cwd %s: e2b, fs, subprocess, bash, pty, lsp (%s), codeRuntime", state.id,
@@ -106,7 +107,7 @@ local function steps(state)
 end
 
 local function run(opts)
-  local state = { cloud = opts.cloud, cwd = host_cwd() }
+  local state = { cloud = opts.cloud, cwd = host_cwd(), no_network = opts.no_network }
   local list = steps(state)
   print(string.format("dsh poc: the reference's live composition on %s",
     state.cloud and "an E2B cloud sandbox" or "a local sandbox"))
@@ -138,14 +139,16 @@ local function run(opts)
   return 0
 end
 
---- bin/dsh poc [--cloud]; returns the exit status.
+--- bin/dsh poc [--cloud] [--no-network]; returns the exit status.
 function M.main(args)
   local opts = {}
   for _, a in ipairs(args or {}) do
     if a == "--cloud" then
       opts.cloud = true
+    elseif a == "--no-network" then
+      opts.no_network = true -- the steps need none (a host user whose /dev/net/tun is root's)
     else
-      io.stderr:write("usage: dsh poc [--cloud]\n")
+      io.stderr:write("usage: dsh poc [--cloud] [--no-network]\n")
       return 2
     end
   end

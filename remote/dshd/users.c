@@ -255,7 +255,20 @@ int dshd_chown_path(const dshd_user_t *u, const char *path) {
   return chown(path, u->uid, u->gid) == 0 ? 0 : -errno;
 }
 
+static int ensure_dirs(const dshd_user_t *u, const char *path, dshd_err_t *err);
+
+/* Missing parents are made by the daemon and given to u, as envd makes
+ * them (a workspace may be made at any path, under directories root owns);
+ * everything else of the request keeps acting as u. */
 int dshd_ensure_dirs(const dshd_user_t *u, const char *path, dshd_err_t *err) {
+  int acting = g_acting;
+  if (acting) dshd_act_as(NULL);
+  int rc = ensure_dirs(u, path, err);
+  if (acting) dshd_act_as(u);
+  return rc;
+}
+
+static int ensure_dirs(const dshd_user_t *u, const char *path, dshd_err_t *err) {
   size_t len = strlen(path);
   char *buf = malloc(len + 1);
   if (!buf) return dshd_errf(err, "internal", "out of memory");

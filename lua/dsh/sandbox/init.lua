@@ -393,6 +393,23 @@ function M.pause(id)
   return stop(id)
 end
 
+-- Without root, what `user` made (a subordinate uid's) can be removed only
+-- from a user namespace that maps it: its files go through dsh-launch's.
+local function remove_as_sandbox(meta, dir)
+  local i = meta
+  local argv = { bwrap.launcher(meta.dshd) or "dsh-launch",
+    "--map-uids", string.format("0 %d 1 %d %d 1", i.root_uid, bwrap.UID, i.uid),
+    "--map-gids", string.format("0 %d 1 %d %d 1", i.root_gid or i.root_uid, bwrap.GID, i.gid or i.uid),
+    "--", "rm", "-rf", "--", dir .. "/home", dir .. "/tmp" }
+  local p, err = proc.spawn { argv = argv, env = bwrap.env(), stdout = "null", stderr = "pipe" }
+  if not p then return nil, err.message end
+  local out = p:read_all("stderr") or ""
+  local st = p:wait()
+  p:close()
+  if st.exit_code ~= 0 then return nil, "removing its files: " .. out end
+  return true
+end
+
 --- Stop everything and delete the sandbox's files. Returns once every
 -- process of the sandbox is gone.
 function M.kill(id)
@@ -404,7 +421,9 @@ function M.kill(id)
   state.mark_killing(id)
   local sok, serr = stop(id)
   if not sok then return nil, serr end
-  local ok, err = sys.rm_rf(state.dir(id))
+  local ok, err = true, nil
+  if meta and meta.identities == "subordinate" then ok, err = remove_as_sandbox(meta, state.dir(id)) end
+  if ok then ok, err = sys.rm_rf(state.dir(id)) end
   if not ok then return nil, errors.new("internal", "cannot delete sandbox " .. id .. ": " .. tostring(err)) end
   if meta then uids.release(uids.key(meta), state.dir(id)) end
   return true
