@@ -489,10 +489,5 @@ function Sandbox:close()
   self.envd:close()
 end
 
---- Host path of a directory of the sandbox (home, tmp), for tests and tools.
-function Sandbox:host_path(which)
-  return state.dir(self.id) .. "/" .. which
-end
-
 M.Sandbox = Sandbox
 return M
