@@ -47,7 +47,7 @@ void launch_mounts(const launch_opts_t *o) {
                     "-t",
                     "ext4",
                     "-o",
-                    "loop,nodev,nosuid,noinit_itable",
+                    "loop,nodev,nosuid,noinit_itable,discard",
                     (char *)o->disk_img,
                     (char *)o->disk_dir,
                     NULL};

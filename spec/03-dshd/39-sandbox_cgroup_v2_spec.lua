@@ -34,10 +34,10 @@ describe("local sandboxes on cgroup v2", function()
   end)
   after_each(function() sys.setenv("DSH_CGROUP", saved) end)
 
-  local before = os.getenv("DSH_CGROUP")
+  local outer = os.getenv("DSH_CGROUP")
   sys.setenv("DSH_CGROUP", "v2")
   local version, controllers, own = cgroups.available()
-  sys.setenv("DSH_CGROUP", before)
+  sys.setenv("DSH_CGROUP", outer)
   if sys.getuid() ~= 0 or version ~= "v2" then
     it("needs root and a cgroup v2 hierarchy dsh may create groups in", function()
       print("\n  [39-sandbox_cgroup_v2] this host: " .. tostring(version) .. " (root: " .. tostring(sys.getuid() == 0)

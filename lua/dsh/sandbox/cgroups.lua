@@ -3,7 +3,7 @@
 -- A sandbox's groups are children of the supervisor's own group, named
 -- dsh-<id>: whatever accounts for the creator of a sandbox also accounts for
 -- the sandbox, and nothing is moved out of a group someone else manages.
---   v1  one group per controller: pids, memory, cpu, freezer
+--   v1  one group per controller: pids, memory, cpu, freezer, cpuacct
 --   v2  one group in the unified hierarchy; pids, memory and cpu where the
 --       parent has them in cgroup.subtree_control (or lets dsh add them: on
 --       a delegated subtree, or the root group); freezing (cgroup.freeze)
@@ -18,7 +18,7 @@ local sys = require "dsh.sysutil"
 
 local M = {}
 
-M.V1 = { "pids", "memory", "cpu", "freezer" }
+M.V1 = { "pids", "memory", "cpu", "freezer", "cpuacct" } -- cpuacct: CPU time for metrics
 M.V2 = { "pids", "memory", "cpu" }
 M.CFS_PERIOD_US = 100000
 

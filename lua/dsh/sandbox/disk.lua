@@ -111,10 +111,27 @@ function M.has_image(dir)
   return lfs.symlinkattributes(dir .. "/" .. M.IMAGE, "mode") == "file"
 end
 
---- Bytes the image takes on the host (what the sandbox wrote), or nil.
+--- Bytes the image takes on the host (what the sandbox wrote, and keeps:
+-- it is mounted with discard, so what it deletes is given back), or nil.
 function M.used_bytes(dir)
   local blocks = lfs.symlinkattributes(dir .. "/" .. M.IMAGE, "blocks")
   return blocks and blocks * 512 or nil
+end
+
+--- Bytes used in the running sandbox's file system, as its own df would say
+-- (what is written but not yet on the image included), or nil. init: the
+-- host pid of the sandbox's first process. A figure the sandbox's root could
+-- skew (it is read through the sandbox's root directory), so for display only.
+function M.fs_used_bytes(init)
+  local p = proc.spawn { argv = { "stat", "-f", "-c", "%b %f %S", "/proc/" .. init .. "/root/home/user" },
+    env = { PATH = "/usr/bin:/bin" }, stdout = "pipe", stderr = "null" }
+  if not p then return nil end
+  local out = p:read_all() or ""
+  p:wait()
+  p:close()
+  local blocks, free, size = out:match("^(%d+) (%d+) (%d+)")
+  if not blocks then return nil end
+  return (tonumber(blocks) - tonumber(free)) * tonumber(size)
 end
 
 return M

@@ -135,12 +135,12 @@ local function wait_ready(id, timeout_ms)
     local alive = state.supervisor_pid(id) ~= nil
     seen_supervisor = seen_supervisor or alive
     if (seen_supervisor and not alive) or (not seen_supervisor and loop.now_ms() - start > 5000) then
-      return nil, errors.new("unavailable", "sandbox " .. id .. " failed to start: " .. state.log_tail(id, 5))
+      return nil, errors.new("unavailable", "sandbox " .. id .. " failed to start: " .. state.log_tail(id, 5, true))
     end
     async.sleep(2)
   end
   return nil, errors.new("deadline_exceeded", "sandbox " .. id .. " did not become ready within "
-    .. timeout_ms .. " ms: " .. state.log_tail(id, 5))
+    .. timeout_ms .. " ms: " .. state.log_tail(id, 5, true))
 end
 
 -- A sandbox made before sandboxes had two identities and limits of their own

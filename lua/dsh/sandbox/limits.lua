@@ -169,6 +169,12 @@ function M.ns_sysctls()
   }
 end
 
+--- The controllers this host gives a sandbox: {pids=bool, memory=, cpu=, ...}.
+function M.available()
+  local _, av = cgroups.available()
+  return av
+end
+
 -- The cgroup functions, for the supervisor and dsh.sandbox.reap.
 M.paths = function(id, plan) return cgroups.paths(id, plan.cgroup_version or "v1", plan.cgroups) end
 M.create = cgroups.create

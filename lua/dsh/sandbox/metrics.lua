@@ -8,11 +8,14 @@
 -- memory.usage_in_bytes / memory.limit_in_bytes / memory.stat cache, or v2
 -- memory.current / memory.max / memory.stat file. cpuUsedPct is the CPU
 -- time used over a short window (CPU_SAMPLE_MS) against the sandbox's CPUs.
--- Disk is the space its files take under its home and tmp (du's count:
--- allocated blocks, each hard link once, symlinks not followed). A figure
+-- Disk is what its file system holds: the used space of its disk image (as
+-- its own df says while it runs, else what the image takes on the host), or,
+-- without an image, the space its files take under its home and tmp (du's
+-- count: allocated blocks, each hard link once, symlinks not followed). A figure
 -- that cannot be read (no such controller on this host, a paused sandbox,
 -- more than MAX_DISK_ENTRIES files) is nil, never a guess.
 local async = require "dsh.async"
+local disk = require "dsh.sandbox.disk"
 local errors = require "dsh.errors"
 local lfs = require "lfs"
 local loop = require "dsh.loop"
@@ -148,11 +151,19 @@ function M.sample(id, opts)
   if groups then used, cache, limit = M.memory(groups) end
   local dir = state.dir(id)
   local now = os.time()
+  local disk_used
+  if disk.has_image(dir) then
+    local rt = groups and state.read_runtime(id)
+    local init = rt and type(rt.init) == "string" and tonumber(rt.init:match("^(%d+)"))
+    disk_used = (init and disk.fs_used_bytes(init)) or disk.used_bytes(dir)
+  else
+    disk_used = M.disk_used { dir .. "/home", dir .. "/tmp" }
+  end
   return {
     timestamp = os.date("!%Y-%m-%dT%H:%M:%SZ", now), timestampUnix = now, cpuCount = cpus,
     cpuUsedPct = cpu_pct, memUsed = used, memCache = cache,
     memTotal = limit or (lim.memoryMb and lim.memoryMb * 1048576) or nil,
-    diskUsed = M.disk_used { dir .. "/home", dir .. "/tmp" },
+    diskUsed = disk_used,
     diskTotal = lim.diskMb and lim.diskMb * 1048576 or nil,
   }
 end

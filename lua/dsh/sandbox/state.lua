@@ -170,8 +170,9 @@ function M.ready_path(id)
 end
 
 --- Last lines the host wrote to the sandbox log, for error messages (its
--- last 8 KiB only; the sandbox's own lines are left out).
-function M.log_tail(id, n)
+-- last 8 KiB only; the sandbox's own lines are left out, unless `quoted`:
+-- then its last few follow, quoted as the sandbox's, never as the host's).
+function M.log_tail(id, n, quoted)
   local f = io.open(M.dir(id) .. "/sandbox.log", "rb")
   if not f then return "" end
   local size = f:seek("end") or 0
@@ -180,13 +181,19 @@ function M.log_tail(id, n)
   f:close()
   -- a cut first line could be the tail of one of the sandbox's
   if size > 8192 then text = text:match("\n(.*)$") or "" end
-  local lines = {}
-  local tag = "^%S+ " .. M.SANDBOX_TAG:gsub("%p", "%%%0")
+  local lines, theirs = {}, {}
+  local tag = "^%S+ " .. M.SANDBOX_TAG:gsub("%p", "%%%0") .. " "
   for line in text:gmatch("[^\n]+") do
-    if not line:match(tag) then lines[#lines + 1] = line end
+    if line:match(tag) then theirs[#theirs + 1] = line:gsub(tag, "", 1) else lines[#lines + 1] = line end
   end
   local from = math.max(1, #lines - (n or 5) + 1)
-  return table.concat(lines, "\n", from)
+  local out = table.concat(lines, "\n", from)
+  if quoted and #theirs > 0 then
+    local said = {}
+    for i = math.max(1, #theirs - 2), #theirs do said[#said + 1] = string.format("%q", theirs[i]:sub(1, 300)) end
+    out = out .. "\n(the sandbox's own last words, unverified: " .. table.concat(said, " ") .. ")"
+  end
+  return out
 end
 
 return M

@@ -125,6 +125,22 @@ local function start(id, meta, p, rt, stopping)
   end
   rt.init = sys.pid_record(pid)
   state.write_runtime(id, rt)
+  -- dshd listens on the launcher's socket: its first answer says bubblewrap
+  -- is done setting the sandbox up (the network namespace's loopback too,
+  -- which slirp4netns must not race)
+  local client = envd.client { unix_socket = state.socket(id), access_token = meta.token }
+  local ok, herr
+  while loop.now_ms() < deadline and not stopping() do
+    -- short tries, so that a stop (pause or kill) while starting is seen at once
+    ok, herr = client:health { timeout_ms = math.max(1, math.min(250, math.floor(deadline - loop.now_ms()))) }
+    if ok or not p:status().running then break end
+    async.sleep(5)
+  end
+  client:close()
+  if not ok then
+    if stopping() then return nil, "stopped while starting" end
+    return nil, "dshd did not answer within " .. M.START_TIMEOUT_MS .. " ms (" .. tostring(herr and herr.message) .. ")"
+  end
   local net = false
   if meta.network ~= false then
     local target = { pid = pid }
@@ -136,21 +152,6 @@ local function start(id, meta, p, rt, stopping)
     local err
     net, err = network.start(target)
     if not net then return nil, err.message end
-  end
-  -- dshd listens on the launcher's socket: the first answer says it is up
-  local client = envd.client { unix_socket = state.socket(id), access_token = meta.token }
-  local ok, herr
-  while loop.now_ms() < deadline and not stopping() do
-    -- short tries, so that a stop (pause or kill) while starting is seen at once
-    ok, herr = client:health { timeout_ms = math.max(1, math.min(250, math.floor(deadline - loop.now_ms()))) }
-    if ok or not p:status().running then break end
-    async.sleep(5)
-  end
-  client:close()
-  if not ok then
-    network.stop(net or nil)
-    if stopping() then return nil, "stopped while starting" end
-    return nil, "dshd did not answer within " .. M.START_TIMEOUT_MS .. " ms (" .. tostring(herr and herr.message) .. ")"
   end
   assert(sys.write_file(state.ready_path(id), "", "600"))
   return net
