@@ -358,7 +358,7 @@ describe("dsh-e2b", function()
             assert.equal("internal", err.code) -- envd's code for a failed mkdir/stat
             assert.matches(cwd, err.message, 1, true)
             assert.matches(why, err.message)
-            assert.is_nil(ctx.e2b)
+            assert.is_nil(ctx:get("e2b"))
             assert.equal(before, B.count())
             if B.cloud then
               local calls = S:calls(mark)
@@ -373,6 +373,37 @@ describe("dsh-e2b", function()
           end
         end)
       end)
+
+      it("a failed start kills the sandbox it created, whatever onDispose says; a reconnected one is let go",
+        function()
+          helpers.run(function()
+            for _, mode in ipairs { "kill", "pause", "leave" } do
+              local before, mark = B.count(), S:mark()
+              -- bash injects ctx.subprocess, which nobody offers: the e2b setup succeeds, the start fails
+              local ctx = new_ctx(B.config { onDispose = mode }):use(require "dsh.providers.bash")
+              local ok, err = ctx:start()
+              assert.is_nil(ok)
+              assert.equal("DEPENDENCY_MISSING", err.code)
+              assert.equal(before, B.count())
+              assert.has_error(function() return ctx.e2b end, "dsh.context: ctx.e2b: not available: ctx:start() "
+                .. 'failed (DEPENDENCY_MISSING: bash: injects "subprocess", which no provider offers)')
+              if B.cloud then
+                local calls = S:calls(mark)
+                assert.same({ "POST", "DELETE" }, { calls[1].method, calls[2] and calls[2].method })
+              else
+                assert.same({}, E.procs_with(helpers.state_dir, true))
+              end
+              assert.is_true(ctx:dispose())
+            end
+            local id = B.create()
+            local ctx = new_ctx(B.config { sandboxId = id }):use(require "dsh.providers.bash")
+            assert.is_nil(ctx:start())
+            assert.equal("running", B.state(id))
+            assert.is_true(ctx:dispose())
+            assert.equal("running", B.state(id))
+            B.kill(id)
+          end)
+        end)
 
       it("never kills a reconnected sandbox whose setup fails (§6.1.10)", function()
         helpers.run(function()
