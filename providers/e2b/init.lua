@@ -1,7 +1,8 @@
 --- ctx.e2b: the owner of the one sandbox every provider of a context shares.
 --
 -- Creates a sandbox (or reconnects to sandboxId), makes cwd and the private
--- runtime root <cwd>/.dsh-e2b (mode 0700),
+-- runtime root (mode 0700; /tmp/.dsh-e2b unless config.runtimeRoot says
+-- otherwise: outside the workspace, where the reference has <cwd>/.dsh-e2b),
 -- and on dispose applies exactly one disposition: kill, pause or leave. A
 -- sandbox it created is killed when its setup fails, or the start of its
 -- context (a rollback); a reconnected one never is. Two backends: "local"
@@ -113,7 +114,7 @@ local function backend_of(cfg)
   return require(cfg.backend == "cloud" and "dsh.providers.e2b.cloud_backend" or "dsh.providers.e2b.local_backend")
 end
 
--- cwd, then the runtime root inside it, then chmod 700 (reference §1 step 3),
+-- cwd, then the runtime root, then chmod 700 (reference §1 step 3),
 -- through envd (the guarded client at setup, the new daemon's after a resume).
 local function prepare(service, envd)
   local ok, err = envd:make_dir(service.cwd)
@@ -135,7 +136,7 @@ function M.setup(scope, cfg)
   local backend = backend_of(cfg)
   local service = setmetatable({
     cwd = cfg.cwd,
-    runtimeRoot = (cfg.cwd == "/" and "" or cfg.cwd) .. "/.dsh-e2b",
+    runtimeRoot = cfg.runtimeRoot,
     created = cfg.sandboxId == nil,
     timeoutMode = cfg.onTimeout,
     disposeMode = cfg.onDispose,
