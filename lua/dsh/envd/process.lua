@@ -196,6 +196,7 @@ function M.mixin(Client)
   ---@param opts dsh.EnvdStartOpts
   ---@return dsh.EnvdProcess|nil, dsh.Error|nil
   function Client:start(opts)
+    self:_check_open("start")
     errors.check("dsh.envd", "start", opts, "table")
     errors.check("dsh.envd", "start: cmd", opts.cmd, "string")
     local process = { cmd = opts.cmd }
@@ -217,6 +218,7 @@ function M.mixin(Client)
   --- Attach to a running process by pid. opts.resume = {stdout=, stderr=, pty=}
   -- replays retained output from those byte offsets (dshd only).
   function Client:connect(pid, opts)
+    self:_check_open("connect")
     opts = opts or {}
     local msg = { process = selector(pid) }
     if opts.resume then msg.resume = opts.resume end
