@@ -134,6 +134,7 @@ describe("lsp-e2b on local sandboxes", function()
         ctx:use(require "dsh.providers.e2b", {})
         ctx:use(require "dsh.providers.subprocess_e2b")
         ctx:use(lsp.provider)
+        assert(ctx:start()) -- the registry stays when the next start fails (only what it set up is undone)
         ctx:use(lsp_e2b, { servers = {
           a = { command = "luajit", extensionToLanguage = { [".a"] = "a" } },
           b = { command = "luajit", extensionToLanguage = { [".b"] = "b", [".B"] = "b" } },

@@ -148,7 +148,7 @@ describe("README.md examples", function()
     -- Upper-case words in backticks are error codes, except these names of
     -- environment variables and parts of them (the scrub's rules).
     local not_codes = { E2B_API_KEY = true, DSH_ = true, KEY = true, PASSWORD = true, SECRET = true,
-      TOKEN = true, VAR = true }
+      TOKEN = true, VAR = true, LUA_PATH = true, LUA_CPATH = true }
     local errors = require "dsh.errors"
     local bad, seen = {}, 0
     for word in text:gmatch("`([%u][%u%d_]*)`") do
