@@ -59,7 +59,7 @@ M.CATALOGUE = {
   -- ctx.fs (dsh.fs; fs_local, fs_e2b). The first four are also its backend contract's.
   fs = {
     FS_NOT_FOUND = "nothing is at the path (or the path is blank or holds a NUL)",
-    FS_PERMISSION_DENIED = "the world refused the operation",
+    FS_PERMISSION_DENIED = "the world refused the operation (no permission, a read-only file system)",
     FS_ABORTED = "opts.signal fired",
     FS_IO_ERROR = "any other failure of the backend",
     FS_NOT_TEXT = "the file is binary or not valid UTF-8",

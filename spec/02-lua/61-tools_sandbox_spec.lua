@@ -164,6 +164,11 @@ describe("dsh.tools on a local sandbox", function()
           "does not exist. Read it again before you change it (write creates a file that does not exist)." },
         { "read", { path = "a.txt", offset = 9 }, "INVALID_ARGUMENT",
           "offset 9 is past the end of the file (2 lines)" },
+        -- a read-only file system says so, also before the file was read, and names no temporary file
+        { "write", { path = "/etc/hostname", content = "x\n" }, "FS_PERMISSION_DENIED",
+          'Error: cannot write "/etc/hostname": the file system is read-only. That path cannot be changed; work' },
+        { "write", { path = "/usr/dsh-new.txt", content = "x\n" }, "FS_PERMISSION_DENIED",
+          'Error: cannot write "/usr/dsh-new.txt": the file system is read-only. That path cannot be changed' },
       }
       for _, c in ipairs(cases) do
         local r = call(c[1], c[2])
@@ -172,6 +177,15 @@ describe("dsh.tools on a local sandbox", function()
         assert.same({ code = c[3], message = r.error.message }, r.data)
         assert.matches("^Error: ", r.text)
         assert.is_truthy(r.text:find(c[4], 1, true), r.text)
+      end
+      -- after a read too, and for an edit
+      ok("read", { path = "/etc/hostname" })
+      for _, c in ipairs { { "write", { path = "/etc/hostname", content = "x\n" } },
+        { "edit", { path = "/etc/hostname", old_string = assert(ctx.fs:readText("/etc/hostname")).text,
+          new_string = "x\n" } } } do
+        local r = call(c[1], c[2])
+        assert.equal("FS_PERMISSION_DENIED", r.error.code, r.text)
+        assert.equal('cannot ' .. c[1] .. ' "/etc/hostname": the file system is read-only', r.error.message)
       end
     end)
   end)

@@ -41,7 +41,7 @@ describe("examples/agent.lua", function()
     in_order(out, {
       "tools: bash, bash_output, kill_shell, read, write, edit, list, terminal_open, terminal_send, terminal_read, "
         .. "terminal_screen, terminal_signal, terminal_close, terminal_list, lsp, run_code\n",
-      "> list ", "< .dsh-e2b/\n",
+      "> list ", "< (empty directory)\n",
       "> write ", "< Created /home/user/workspace/hello.c (8 lines, 135 bytes)\n",
       "> read ", "<      1\t#include <stdio.h>\n", "         8\t}\n",
       "> edit ", '! Error: old_string not found in "/home/user/workspace/hello.c". Copy old_string exactly',

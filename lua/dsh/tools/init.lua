@@ -113,6 +113,13 @@ local function check_ctx(method, ctx)
   end
 end
 
+-- Whether ctx has the service: ctx:get on a context (ctx.<key> raises for a
+-- service not set up yet), the field of a table of services.
+local function has(ctx, key)
+  if getmetatable(ctx) == context.Context then return ctx:get(key) ~= nil end
+  return ctx[key] ~= nil
+end
+
 local function check_opts(method, opts)
   if opts ~= nil and type(opts) ~= "table" then
     errors.misuse(MOD, "%s: opts must be a table, got %s", method, type(opts))
@@ -149,7 +156,7 @@ function M.for_context(ctx, opts)
   local out = {}
   for _, name in ipairs(ORDER) do
     local entry = CATALOGUE[name]
-    if ctx[entry.service] ~= nil and (not only or only[name]) then
+    if has(ctx, entry.service) and (not only or only[name]) then
       local t = entry.build(ctx, opts)
       t.service = entry.service
       out[#out + 1] = t
@@ -282,7 +289,7 @@ function M.call(ctx, name, args, opts)
   if not tool then
     local available = #names > 0 and table.concat(names, ", ") or "none"
     local entry = CATALOGUE[name]
-    if entry and ctx[entry.service] == nil then
+    if entry and not has(ctx, entry.service) then
       local err = errors.new("TOOL_UNAVAILABLE", string.format("%s is not available here (it needs ctx.%s)",
         name, entry.service))
       return failure(err, "Error: " .. err.message .. ". Available tools: " .. available .. ".",
