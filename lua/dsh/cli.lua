@@ -2,12 +2,13 @@
 --
 --   dsh sandbox create [--timeout-ms N] [--on-timeout pause|kill] [--no-network]
 --                      [--max-processes N] [--memory-mb N] [--cpus X]
+--                      [--max-open-files N] [--disk-mb N]
 --                      [--env K=V]... [--metadata K=V]...
 --   dsh sandbox list [--cloud] [--state running|paused] [--metadata K=V]...
 --   dsh sandbox metrics [--cloud] ID
 --   dsh sandbox connect ID | pause ID | kill ID
 --   dsh exec [--cwd DIR] [--env K=V]... [--timeout-ms N] ID -- CMD [ARGS...]
---   dsh poc [--cloud]
+--   dsh poc [--cloud] [--no-network]
 --   dsh shell [--new] [--cwd DIR] ID      (dsh.shell: an interactive terminal; Ctrl-] detaches)
 --   dsh help                              (the usage: every command and flag)
 --
@@ -28,12 +29,13 @@ local M = {}
 M.USAGE = [[
 usage: dsh sandbox create [--timeout-ms N] [--on-timeout pause|kill] [--no-network]
                           [--max-processes N] [--memory-mb N] [--cpus X]
+                          [--max-open-files N] [--disk-mb N]
                           [--env K=V]... [--metadata K=V]...
        dsh sandbox list [--cloud] [--state running|paused] [--metadata K=V]...
        dsh sandbox metrics [--cloud] ID
        dsh sandbox connect|pause|kill ID
        dsh exec [--cwd DIR] [--env K=V]... [--timeout-ms N] ID -- CMD [ARGS...]
-       dsh poc [--cloud]
+       dsh poc [--cloud] [--no-network]
        dsh shell [--new] [--cwd DIR] ID
        dsh help
 ]]
@@ -42,8 +44,12 @@ local USAGE = M.USAGE
 --- The flags of each command (parse's spec); the usage above lists every one.
 M.FLAGS = {
   ["sandbox create"] = { ["timeout-ms"] = "value", ["on-timeout"] = "value", ["no-network"] = "flag",
-    env = "list", metadata = "list", ["max-processes"] = "value", ["memory-mb"] = "value", cpus = "value" },
+    env = "list", metadata = "list", ["max-processes"] = "value", ["memory-mb"] = "value", cpus = "value",
+    ["max-open-files"] = "value", ["disk-mb"] = "value" },
+  ["sandbox list"] = { cloud = "flag", state = "list", metadata = "list" },
+  ["sandbox metrics"] = { cloud = "flag" },
   exec = { cwd = "value", env = "list", ["timeout-ms"] = "value" },
+  poc = { cloud = "flag", ["no-network"] = "flag" },
 }
 
 local function fail(msg)
@@ -134,17 +140,15 @@ end
 -- E2B_API_KEY) E2B's, through dsh.providers.e2b's list and metrics.
 local function inventory_cmd(sub, args)
   local e2b = require "dsh.providers.e2b"
-  local spec = { cloud = "flag" }
-  if sub == "list" then spec.state, spec.metadata = "list", "list" end
-  local opts, rest = parse(args, spec)
-  if not opts then return fail(rest) end
+  local opts, rest = parse(args, M.FLAGS["sandbox " .. sub])
+  if not opts then return bad(rest) end
   local cfg = { backend = opts.cloud and "cloud" or "local" }
   if sub == "list" then
-    if #rest > 0 then return fail("unexpected argument " .. rest[1]) end
+    if #rest > 0 then return bad("unexpected argument " .. rest[1]) end
     local meta, merr = kv_map(opts.metadata, "--metadata")
-    if not meta then return fail(merr) end
+    if not meta then return bad(merr) end
     for _, st in ipairs(opts.state or {}) do
-      if st ~= "running" and st ~= "paused" then return fail("--state must be running or paused") end
+      if st ~= "running" and st ~= "paused" then return bad("--state must be running or paused") end
     end
     local ok, list, err = pcall(e2b.list, cfg, { state = opts.state, metadata = meta })
     if not ok then return fail((tostring(list):gsub("^.-dsh%-e2b: ", ""))) end
@@ -163,7 +167,7 @@ local function inventory_cmd(sub, args)
     return 0
   end
   local id = rest[1]
-  if not id or #rest > 1 then return fail("usage: dsh sandbox metrics [--cloud] ID") end
+  if not id or #rest > 1 then return usage_error(nil, "sandbox metrics") end
   local ok, samples, err = pcall(e2b.metrics, cfg, id)
   if not ok then return fail((tostring(samples):gsub("^.-dsh%-e2b: ", ""))) end
   if not samples then return fail(tostring(err)) end
@@ -190,6 +194,10 @@ local function sandbox_cmd(args)
     if perr then return bad(perr) end
     local memory_mb, merr0 = number_opt(opts["memory-mb"], "memory-mb")
     if merr0 then return bad(merr0) end
+    local max_open_files, oerr = number_opt(opts["max-open-files"], "max-open-files")
+    if oerr then return bad(oerr) end
+    local disk_mb, derr = number_opt(opts["disk-mb"], "disk-mb")
+    if derr then return bad(derr) end
     local cpus = opts.cpus and tonumber(opts.cpus)
     if opts.cpus and (not cpus or cpus <= 0) then return bad("--cpus must be a positive number") end
     local envs, eerr = kv_map(opts.env, "--env")
@@ -201,11 +209,13 @@ local function sandbox_cmd(args)
       return bad("--on-timeout must be pause or kill")
     end
     local copts = { timeoutMs = timeout, onTimeout = on_timeout, network = not opts["no-network"], envs = envs,
-      metadata = meta, maxProcesses = max_processes, memoryMb = memory_mb, cpus = cpus }
+      metadata = meta, maxProcesses = max_processes, memoryMb = memory_mb, cpus = cpus,
+      maxOpenFiles = max_open_files, diskMb = disk_mb }
     local ok, sb, err = pcall(sandbox.create, copts)
     if not ok then -- a limit out of range: say it with the option's name
       local msg = tostring(sb):gsub("^dsh%.sandbox: create: ", "")
-      for k, flag in pairs { maxProcesses = "--max-processes", memoryMb = "--memory-mb", cpus = "--cpus" } do
+      for k, flag in pairs { maxProcesses = "--max-processes", memoryMb = "--memory-mb", cpus = "--cpus",
+        maxOpenFiles = "--max-open-files", diskMb = "--disk-mb" } do
         msg = msg:gsub("^" .. k .. " ", flag .. " ")
       end
       return bad(msg)
@@ -232,7 +242,8 @@ local function sandbox_cmd(args)
     return 0
   end
   if sub == nil then return usage_error(nil, "sandbox") end
-  return usage_error("unknown sandbox command " .. sub .. " (create, list, connect, pause or kill)", "sandbox")
+  return usage_error("unknown sandbox command " .. sub .. " (create, list, metrics, connect, pause or kill)",
+    "sandbox")
 end
 
 -- A start that failed as a shell's would: 127 for a command that is not
