@@ -41,6 +41,7 @@ local BINDINGS = {
   "loop", "http", "proc", "envelope", "frame", "lspframe", "base64", "utf8", "ledger", "sha256", "hostfs",
   "sysutil", "envd_events", "termscreen", "termtext",
   "tty", -- the host's own terminal (raw mode, window size, stdin on the loop) for `dsh shell`
+  "hostwatch", -- inotify on the loop, for fs-local's watch
 }
 
 local function binding_paths()
