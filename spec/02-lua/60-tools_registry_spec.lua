@@ -8,7 +8,7 @@ local json = require "dsh.json"
 local tools = require "dsh.tools"
 local check = require "dsh.tools._check"
 
-local ALL = { "bash", "bash_output", "kill_shell", "read", "write", "edit", "list", "terminal_open",
+local ALL = { "bash", "bash_output", "kill_shell", "read", "write", "edit", "list", "watch", "terminal_open",
   "terminal_send", "terminal_read", "terminal_screen", "terminal_signal", "terminal_close", "terminal_list",
   "lsp", "run_code" }
 
@@ -197,7 +197,7 @@ describe("dsh.tools definitions", function()
     end
     -- (a table of services: only their presence matters here; 61- runs them)
     assert.same({}, names({}))
-    assert.same({ "read", "write", "edit", "list" }, names({ fs = {} }))
+    assert.same({ "read", "write", "edit", "list", "watch" }, names({ fs = {} }))
     assert.same({ "bash", "bash_output", "kill_shell", "lsp" }, names({ bash = {}, lsp = {} }))
     assert.same({ "edit", "run_code" }, names({ fs = {}, codeRuntime = {} }, { only = { "run_code", "edit" } }))
   end)
@@ -269,7 +269,7 @@ describe("dsh.tools argument decoding", function()
   end)
 
   it("checks arguments against a schema with messages a model can act on", function()
-    local p = tools.all()[12].parameters -- terminal_signal: session_id, signal (enum)
+    local p = tools.all()[13].parameters -- terminal_signal: session_id, signal (enum)
     assert.same({ session_id = "pty-1", signal = "INT" }, check.args(p, { session_id = "pty-1", signal = "INT" }))
     local function msg(args) return select(2, check.args(p, args)) end
     assert.equal('missing required parameter "signal"', msg { session_id = "pty-1" })
@@ -287,6 +287,6 @@ describe("dsh.tools argument decoding", function()
     assert.equal('"limit" must be an integer, got number', select(2, check.args(read, { path = "a", limit = 1.5 })))
     assert.equal("Parameters: limit (integer, optional); offset (integer, optional); path (string, required).",
       check.usage(read))
-    assert.equal("This tool takes no parameters: send {}.", check.usage(tools.all()[14].parameters))
+    assert.equal("This tool takes no parameters: send {}.", check.usage(tools.all()[15].parameters))
   end)
 end)
