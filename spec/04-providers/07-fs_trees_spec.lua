@@ -1,6 +1,7 @@
 -- ctx.fs's trees and watches for real, on every backend: fs-local on this
--- machine, fs-e2b in a local sandbox (dshd in bubblewrap) and fs-e2b on a
--- bare `dshd --envd-compat` (what a stock envd offers). A tree with odd
+-- machine, fs-e2b in a local sandbox (dshd in bubblewrap), fs-e2b on a cloud
+-- sandbox (E2B's control plane and router: the stand-in, a real dshd behind
+-- it) and fs-e2b on a bare `dshd --envd-compat` (what a stock envd offers). A tree with odd
 -- names, empty and read-only directories, symlinks, a hard link, modes,
 -- times and a large random file goes up and comes down byte-exact: the
 -- manifest (helpers.fs_tree) of both sides is the same. Watches report what
@@ -83,7 +84,7 @@ end
 
 D.isolated_state()
 
-for _, world in ipairs(WORLDS) do
+local function specs(world)
   describe(world.name .. " trees and watches", function()
     before_each(helpers.snapshot)
     after_each(helpers.assert_clean)
@@ -269,3 +270,14 @@ for _, world in ipairs(WORLDS) do
     end)
   end)
 end
+
+for _, world in ipairs(WORLDS) do specs(world) end
+
+describe("on the cloud backend", function()
+  local S = E.use_standin()
+  specs { name = "fs-e2b on a cloud sandbox (the E2B stand-in)", new = function()
+    local ctx = helpers.start_context { { require "dsh.providers.e2b", S:config { onDispose = "kill" } },
+      require "dsh.providers.fs_e2b" }
+    return { ctx = ctx, sh = shell_of(ctx.e2b), base = ctx.e2b.cwd, dispose = function() assert(ctx:dispose()) end }
+  end }
+end)
