@@ -13,7 +13,8 @@
 -- upload, one chmod process and one Move whose EntryInfo is the new version.
 --
 -- Trees: packTree is the sandbox's `tar -c` read from its stdout as it
--- writes (dshd pauses a process whose reader lags, so nothing is lost or
+-- writes (in records of 1 MiB: a tree of small files is not a stream of
+-- small events) (dshd pauses a process whose reader lags, so nothing is lost or
 -- held whole); unpackTree streams the tar up with POST /files into the
 -- adapter-private directory and unpacks it there with the sandbox's tar, then
 -- removes it. Watches are envd's WatchDir stream (dshd or stock envd).
@@ -319,7 +320,7 @@ end
 function Backend:packTree(key, opts)
   local envd, err = self:_envd()
   if not envd then return nil, err end
-  local p, serr = envd:start { cmd = "tar", args = { "-c", "-f", "-", "-C", key, "." }, signal = opts.signal }
+  local p, serr = envd:start { cmd = "tar", args = { "-c", "-b", "2048", "-f", "-", "-C", key, "." }, signal = opts.signal }
   if not p then return nil, fs_error(serr) end
   return setmetatable({ _p = p, _envd = envd, _stderr = "" }, Pack)
 end

@@ -22,6 +22,7 @@ local paths = require "dsh.fs._paths"
 
 local M = {}
 local MOD = "dsh.fs"
+M.PIECE_BYTES = 256 * 1024
 
 local function check(method, opts)
   if opts.onProgress ~= nil and type(opts.onProgress) ~= "function" then
@@ -93,7 +94,9 @@ function M.upload(fs, hostDir, path, opts)
   local entries, skipped, totals = hosttree.walk(host)
   if not entries then return nil, skipped end
   local box = {}
-  local src = hosttree.source(host, entries, reporter(opts, totals, box), opts.signal)
+  -- pieces of 256 KiB: fewer, larger writes for a tree of small files
+  local src = hosttree.coalesce(hosttree.source(host, entries, reporter(opts, totals, box), opts.signal),
+    M.PIECE_BYTES)
   local guarded = function()
     if box.raised then return nil, errors.new("FS_ABORTED", "onProgress raised") end
     local ok2, chunk, err = pcall(src)
