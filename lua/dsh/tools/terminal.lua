@@ -172,7 +172,8 @@ T.terminal_send = {
     .. "until the shell is ready for more input, goes quiet, exits or times out, and return what it "
     .. "printed meanwhile. Control characters are typed as they are (\\u0003 is Ctrl-C, \\u001b is Escape). "
     .. "With wait false it returns at once and the program runs on; the next terminal_send (Ctrl-C "
-    .. "included) is accepted at once.",
+    .. "included) is accepted at once. To wait for what a full-screen program shows, use terminal_screen "
+    .. "with wait_for.",
   parameters = schema({
     session_id = SESSION,
     text = { type = "string", description = "The text to type." },
