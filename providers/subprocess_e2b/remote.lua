@@ -138,10 +138,15 @@ function Proc:resize(rows, cols)
   return self._client:update_pty(self._envd_pid, rows, cols)
 end
 
+-- The foreground group can end between the look and the kill (a loop's
+-- `sleep 0.05`): then the terminal has a new one, so look again.
 local FOREGROUND = [[
-fg=$(ps -o tpgid= -p "$1" 2>/dev/null); fg=${fg//[!0-9]/}
-if [ -z "$fg" ] || [ "$fg" -le 0 ]; then fg=$1; fi
-kill -s "$2" -- "-$fg" && echo "$fg"
+for try in 1 2 3; do
+  fg=$(ps -o tpgid= -p "$1" 2>/dev/null); fg=${fg//[!0-9]/}
+  if [ -z "$fg" ] || [ "$fg" -le 0 ]; then fg=$1; fi
+  kill -s "$2" -- "-$fg" 2>/dev/null && { echo "$fg"; exit 0; }
+done
+exit 1
 ]]
 
 --- Terminals: the signal to the terminal's foreground process group (a
