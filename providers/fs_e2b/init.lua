@@ -320,7 +320,8 @@ end
 function Backend:packTree(key, opts)
   local envd, err = self:_envd()
   if not envd then return nil, err end
-  local p, serr = envd:start { cmd = "tar", args = { "-c", "-b", "2048", "-f", "-", "-C", key, "." }, signal = opts.signal }
+  local p, serr = envd:start { cmd = "tar", args = { "-c", "-b", "2048", "-f", "-", "-C", key, "." },
+    signal = opts.signal }
   if not p then return nil, fs_error(serr) end
   return setmetatable({ _p = p, _envd = envd, _stderr = "" }, Pack)
 end
