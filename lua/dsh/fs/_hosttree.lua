@@ -29,6 +29,7 @@ local M = {}
 M.CHUNK = 256 * 1024
 M.PROGRESS_BYTES = 1024 * 1024 -- a long file reports its progress at least this often
 M.MAX_PATH = 4095
+local EEXIST = 17 -- open(O_EXCL) of a name that is taken
 
 local E = function(code, msg) return errors.new(code, msg) end
 
@@ -295,9 +296,15 @@ function M.extract(dest, source, o)
       sum.directories = sum.directories + 1
     elseif m.type == "file" then
       if rel == "" then return bad(m.name, "a file cannot be the tree's root") end
-      ok, werr = clear(rel, m.name)
-      if not ok then return nil, werr end
-      local w, cerr = hostfs.create_stream(path, 384)
+      -- made with its final mode (the descriptor writes whatever the mode); whatever
+      -- stood at the name goes first (looked at only when the name is taken)
+      local mode = bit.band(m.mode, mask)
+      local w, cerr = hostfs.create_stream(path, mode)
+      if not w and cerr.errno == EEXIST then
+        ok, werr = clear(rel, m.name)
+        if not ok then return nil, werr end
+        w, cerr = hostfs.create_stream(path, mode)
+      end
       if not w then return nil, io_error(cerr, path) end
       local since = 0
       while true do
@@ -324,8 +331,6 @@ function M.extract(dest, source, o)
       end
       local cok, clerr = w:close()
       if not cok then return nil, io_error(clerr, path) end
-      local mok, merr = hostfs.chmod(path, bit.band(m.mode, mask))
-      if not mok then return nil, io_error(merr, path) end
       hostfs.set_mtime(path, m.mtime)
       made[rel] = true
       sum.files = sum.files + 1
