@@ -7,7 +7,8 @@
 --   r.text, r.isError, r.data                      -- for the model; for the host
 --
 -- The tools and the service each needs: bash, bash_output, kill_shell
--- (ctx.bash); read, write, edit, list (ctx.fs: dsh.tools.files); terminal_open,
+-- (ctx.bash); read, write, edit, list (ctx.fs: dsh.tools.files), watch (ctx.fs:
+-- dsh.tools.watch); terminal_open,
 -- terminal_send, terminal_read, terminal_screen, terminal_signal,
 -- terminal_close, terminal_list (ctx.pty); lsp (ctx.lsp); run_code
 -- (ctx.codeRuntime). Every schema is valid for OpenAI's strict mode and for
@@ -34,6 +35,7 @@ local kill_shell = require "dsh.tools.kill_shell"
 local lsp = require "dsh.tools.lsp"
 local run_code = require "dsh.tools.run_code"
 local terminal = require "dsh.tools.terminal"
+local watch = require "dsh.tools.watch"
 
 local M = {}
 local MOD = "dsh.tools"
@@ -75,6 +77,7 @@ end)
 add("bash_output", "bash", static(bash_output))
 add("kill_shell", "bash", static(kill_shell))
 for _, name in ipairs(files.order) do add(name, "fs", static(files[name])) end
+add("watch", "fs", static(watch))
 for _, name in ipairs(terminal.order) do
   local t = terminal.tools[name]
   add(name, "pty", function()
