@@ -60,8 +60,11 @@ soak: all
 poc: deps all
 	bin/dsh poc
 
+# PREFIX=/some/where installs there instead of the configured prefix
+# (/usr/local); bin/dsh finds its modules relative to itself.
+PREFIX ?=
 install: all
-	cmake --install $(BUILD)
+	cmake --install $(BUILD) $(if $(PREFIX),--prefix '$(PREFIX)')
 
 # One setup line for the REPL: eval "$(make -s env)"
 env:

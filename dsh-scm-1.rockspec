@@ -13,6 +13,10 @@ dshd in Linux namespaces by default, or an E2B cloud sandbox.]],
 dependencies = { "lua == 5.1" } -- LuaJIT 2.1; lua-cjson and busted come from Debian
 -- libev, libcurl, libmicrohttpd and jansson are found by CMake (pkg-config),
 -- which also knows Debian's multiarch include directories.
+-- bin/dsh runs under LuaJIT and finds its modules beside its own bin
+-- directory: no wrapper (LuaRocks' would run it with lua5.1). Where a
+-- LuaRocks configuration wraps it anyway, it runs itself again under luajit.
+deploy = { wrap_bin_scripts = false }
 build = {
   type = "cmake",
   variables = {

@@ -32,6 +32,7 @@ local errors = require "dsh.errors"
 local loop = require "dsh.loop"
 local process = require "dsh.bash._process"
 local render = require "dsh.bash._render"
+local schema = require "dsh.schema"
 local sysutil = require "dsh.sysutil"
 
 local M = {}
@@ -95,8 +96,37 @@ local function disposed()
 end
 
 -- Spawn options common to run and start (misuse raises, naming method).
+-- The options of run and start, and the names other shells' APIs use for
+-- them (what a caller, or a model, writes first).
+local OPTIONS = {
+  run = { "command", "timeout", "workdir", "env", "stdin", "signal" },
+  start = { "command", "workdir", "env", "stdin", "signal" },
+}
+local ALIASES = { cmd = "command", script = "command", cwd = "workdir", dir = "workdir", timeoutMs = "timeout",
+  timeout_ms = "timeout", environment = "env", envs = "env", input = "stdin" }
+
+-- An unknown option is misuse naming it, with the closest known one (or the
+-- list): a misspelt option is otherwise ignored, or reported as another.
+local function check_options(method, o)
+  local known = OPTIONS[method]
+  local unknown
+  for k in pairs(o) do
+    local ok = false
+    for _, name in ipairs(known) do ok = ok or k == name end
+    if not ok and (unknown == nil or tostring(k) < tostring(unknown)) then unknown = k end
+  end
+  if unknown == nil then return end
+  local key = tostring(unknown)
+  local near = ALIASES[key]
+  if near == "timeout" and method ~= "run" then near = nil end
+  near = near or (type(unknown) == "string" and schema.closest(key, known)) or nil
+  if near then errors.misuse(MOD, '%s: unknown option "%s" (did you mean "%s"?)', method, key, near) end
+  errors.misuse(MOD, '%s: unknown option "%s" (options: %s)', method, key, table.concat(known, ", "))
+end
+
 function Bash:_spawn_opts(method, o, script)
   errors.check(MOD, method, o, "table")
+  check_options(method, o)
   errors.check(MOD, method .. ": command", o.command, "string")
   errors.check(MOD, method .. ": workdir", o.workdir, "string", true)
   errors.check(MOD, method .. ": env", o.env, "table", true)
@@ -174,6 +204,7 @@ end
 ---@return dsh.BashResult|nil, dsh.Error|nil
 function Bash:run(o)
   errors.check(MOD, "run", o, "table")
+  check_options("run", o)
   local timeout = o.timeout
   if timeout == nil then
     timeout = self.timeoutMs

@@ -2,37 +2,83 @@
 --
 --   dsh sandbox create [--timeout-ms N] [--on-timeout pause|kill] [--no-network]
 --                      [--max-processes N] [--memory-mb N] [--cpus X]
+--                      [--max-open-files N] [--disk-mb N]
 --                      [--env K=V]... [--metadata K=V]...
 --   dsh sandbox list [--cloud] [--state running|paused] [--metadata K=V]...
 --   dsh sandbox metrics [--cloud] ID
 --   dsh sandbox connect ID | pause ID | kill ID
 --   dsh exec [--cwd DIR] [--env K=V]... [--timeout-ms N] ID -- CMD [ARGS...]
---   dsh poc [--cloud]
+--   dsh poc [--cloud] [--no-network]
 --   dsh shell [--new] [--cwd DIR] ID      (dsh.shell: an interactive terminal; Ctrl-] detaches)
+--   dsh help                              (the usage: every command and flag)
 --
 -- Output is short: ids and states on stdout, problems on stderr with a
--- non-zero exit status. exec streams the command's output as it arrives,
--- forwards Ctrl-C (SIGINT) and SIGTERM to the command's process group, and
--- exits with the command's status (128+N when a signal N ended it).
+-- non-zero exit status (2 for bad usage). exec streams the command's output
+-- as it arrives, forwards Ctrl-C (SIGINT) and SIGTERM to the command's
+-- process group, returns at the command's exit (what it left in the
+-- background keeps running) and exits with its status as a shell gives
+-- them: 128+N when a signal N ended it, 124 when --timeout-ms ran out (the
+-- command's processes were killed), 127 for a command that is not there,
+-- 126 for one that cannot be run, each but the plain statuses with a
+-- one-line message on stderr.
 local async = require "dsh.async"
+local signals = require "dsh.signals"
 
 local M = {}
 
-local USAGE = [[
+M.USAGE = [[
 usage: dsh sandbox create [--timeout-ms N] [--on-timeout pause|kill] [--no-network]
                           [--max-processes N] [--memory-mb N] [--cpus X]
+                          [--max-open-files N] [--disk-mb N]
                           [--env K=V]... [--metadata K=V]...
        dsh sandbox list [--cloud] [--state running|paused] [--metadata K=V]...
        dsh sandbox metrics [--cloud] ID
        dsh sandbox connect|pause|kill ID
        dsh exec [--cwd DIR] [--env K=V]... [--timeout-ms N] ID -- CMD [ARGS...]
-       dsh poc [--cloud]
+       dsh poc [--cloud] [--no-network]
        dsh shell [--new] [--cwd DIR] ID
+       dsh help
 ]]
+local USAGE = M.USAGE
+
+--- The flags of each command (parse's spec); the usage above lists every one.
+M.FLAGS = {
+  ["sandbox create"] = { ["timeout-ms"] = "value", ["on-timeout"] = "value", ["no-network"] = "flag",
+    env = "list", metadata = "list", ["max-processes"] = "value", ["memory-mb"] = "value", cpus = "value",
+    ["max-open-files"] = "value", ["disk-mb"] = "value" },
+  ["sandbox list"] = { cloud = "flag", state = "list", metadata = "list" },
+  ["sandbox metrics"] = { cloud = "flag" },
+  exec = { cwd = "value", env = "list", ["timeout-ms"] = "value" },
+  poc = { cloud = "flag", ["no-network"] = "flag" },
+}
 
 local function fail(msg)
   io.stderr:write("dsh: ", msg, "\n")
   return 1
+end
+
+-- A bad command line (an unknown option, a bad value): status 2.
+local function bad(msg)
+  io.stderr:write("dsh: ", msg, "\n")
+  return 2
+end
+
+-- Bad usage: the message, then the usage of the command asked for (all of
+-- it without one); status 2.
+local function usage_error(msg, which)
+  if msg then io.stderr:write("dsh: ", msg, "\n") end
+  if not which then
+    io.stderr:write(USAGE)
+    return 2
+  end
+  local out, keep = {}, false
+  for line in USAGE:gmatch("[^\n]+") do -- each line: "usage: " or 7 spaces, then the text
+    local body = line:sub(8)
+    if body:sub(1, 4) == "dsh " then keep = body:sub(1, #which + 5) == "dsh " .. which .. " " end
+    if keep then out[#out + 1] = (#out == 0 and "usage: " or "       ") .. body end
+  end
+  io.stderr:write(table.concat(out, "\n"), "\n")
+  return 2
 end
 
 -- Parses --flags into opts; returns opts and the remaining positional words.
@@ -94,17 +140,15 @@ end
 -- E2B_API_KEY) E2B's, through dsh.providers.e2b's list and metrics.
 local function inventory_cmd(sub, args)
   local e2b = require "dsh.providers.e2b"
-  local spec = { cloud = "flag" }
-  if sub == "list" then spec.state, spec.metadata = "list", "list" end
-  local opts, rest = parse(args, spec)
-  if not opts then return fail(rest) end
+  local opts, rest = parse(args, M.FLAGS["sandbox " .. sub])
+  if not opts then return bad(rest) end
   local cfg = { backend = opts.cloud and "cloud" or "local" }
   if sub == "list" then
-    if #rest > 0 then return fail("unexpected argument " .. rest[1]) end
+    if #rest > 0 then return bad("unexpected argument " .. rest[1]) end
     local meta, merr = kv_map(opts.metadata, "--metadata")
-    if not meta then return fail(merr) end
+    if not meta then return bad(merr) end
     for _, st in ipairs(opts.state or {}) do
-      if st ~= "running" and st ~= "paused" then return fail("--state must be running or paused") end
+      if st ~= "running" and st ~= "paused" then return bad("--state must be running or paused") end
     end
     local ok, list, err = pcall(e2b.list, cfg, { state = opts.state, metadata = meta })
     if not ok then return fail((tostring(list):gsub("^.-dsh%-e2b: ", ""))) end
@@ -123,7 +167,7 @@ local function inventory_cmd(sub, args)
     return 0
   end
   local id = rest[1]
-  if not id or #rest > 1 then return fail("usage: dsh sandbox metrics [--cloud] ID") end
+  if not id or #rest > 1 then return usage_error(nil, "sandbox metrics") end
   local ok, samples, err = pcall(e2b.metrics, cfg, id)
   if not ok then return fail((tostring(samples):gsub("^.-dsh%-e2b: ", ""))) end
   if not samples then return fail(tostring(err)) end
@@ -141,36 +185,40 @@ local function sandbox_cmd(args)
   local sandbox = require "dsh.sandbox"
   local sub = table.remove(args, 1)
   if sub == "create" then
-    local opts, rest = parse(args, { ["timeout-ms"] = "value", ["on-timeout"] = "value",
-      ["no-network"] = "flag", env = "list", metadata = "list", ["max-processes"] = "value",
-      ["memory-mb"] = "value", cpus = "value" })
-    if not opts then return fail(rest) end
-    if #rest > 0 then return fail("unexpected argument " .. rest[1]) end
+    local opts, rest = parse(args, M.FLAGS["sandbox create"])
+    if not opts then return bad(rest) end
+    if #rest > 0 then return bad("unexpected argument " .. rest[1]) end
     local timeout, terr = number_opt(opts["timeout-ms"], "timeout-ms")
-    if terr then return fail(terr) end
+    if terr then return bad(terr) end
     local max_processes, perr = number_opt(opts["max-processes"], "max-processes")
-    if perr then return fail(perr) end
+    if perr then return bad(perr) end
     local memory_mb, merr0 = number_opt(opts["memory-mb"], "memory-mb")
-    if merr0 then return fail(merr0) end
+    if merr0 then return bad(merr0) end
+    local max_open_files, oerr = number_opt(opts["max-open-files"], "max-open-files")
+    if oerr then return bad(oerr) end
+    local disk_mb, derr = number_opt(opts["disk-mb"], "disk-mb")
+    if derr then return bad(derr) end
     local cpus = opts.cpus and tonumber(opts.cpus)
-    if opts.cpus and (not cpus or cpus <= 0) then return fail("--cpus must be a positive number") end
+    if opts.cpus and (not cpus or cpus <= 0) then return bad("--cpus must be a positive number") end
     local envs, eerr = kv_map(opts.env, "--env")
-    if not envs then return fail(eerr) end
+    if not envs then return bad(eerr) end
     local meta, merr = kv_map(opts.metadata, "--metadata")
-    if not meta then return fail(merr) end
+    if not meta then return bad(merr) end
     local on_timeout = opts["on-timeout"]
     if on_timeout and on_timeout ~= "pause" and on_timeout ~= "kill" then
-      return fail("--on-timeout must be pause or kill")
+      return bad("--on-timeout must be pause or kill")
     end
     local copts = { timeoutMs = timeout, onTimeout = on_timeout, network = not opts["no-network"], envs = envs,
-      metadata = meta, maxProcesses = max_processes, memoryMb = memory_mb, cpus = cpus }
+      metadata = meta, maxProcesses = max_processes, memoryMb = memory_mb, cpus = cpus,
+      maxOpenFiles = max_open_files, diskMb = disk_mb }
     local ok, sb, err = pcall(sandbox.create, copts)
     if not ok then -- a limit out of range: say it with the option's name
       local msg = tostring(sb):gsub("^dsh%.sandbox: create: ", "")
-      for k, flag in pairs { maxProcesses = "--max-processes", memoryMb = "--memory-mb", cpus = "--cpus" } do
+      for k, flag in pairs { maxProcesses = "--max-processes", memoryMb = "--memory-mb", cpus = "--cpus",
+        maxOpenFiles = "--max-open-files", diskMb = "--disk-mb" } do
         msg = msg:gsub("^" .. k .. " ", flag .. " ")
       end
-      return fail(msg)
+      return bad(msg)
     end
     if not sb then return fail(tostring(err)) end
     print(sb.id)
@@ -180,7 +228,7 @@ local function sandbox_cmd(args)
     return inventory_cmd(sub, args)
   elseif sub == "connect" or sub == "pause" or sub == "kill" then
     local id = args[1]
-    if not id or #args > 1 then return fail("usage: dsh sandbox " .. sub .. " ID") end
+    if not id or #args > 1 then return bad("usage: dsh sandbox " .. sub .. " ID") end
     if sub == "connect" then
       local sb, err = sandbox.connect(id)
       if not sb then return fail(tostring(err)) end
@@ -193,31 +241,67 @@ local function sandbox_cmd(args)
     end
     return 0
   end
-  io.stderr:write(USAGE)
-  return 2
+  if sub == nil then return usage_error(nil, "sandbox") end
+  return usage_error("unknown sandbox command " .. sub .. " (create, list, metrics, connect, pause or kill)",
+    "sandbox")
+end
+
+-- A start that failed as a shell's would: 127 for a command that is not
+-- there, 126 for one that cannot be run (dshd spawns without a shell).
+local function start_failed(cmd, err)
+  local why = tostring(err and err.message or err)
+  if why:find("No such file or directory", 1, true) then
+    io.stderr:write("dsh: exec: ", cmd, ": command not found\n")
+    return 127
+  elseif why:find("Permission denied", 1, true) then
+    io.stderr:write("dsh: exec: ", cmd, ": permission denied (not an executable file)\n")
+    return 126
+  end
+  return fail("exec: " .. why)
+end
+
+-- The status of an end event, as a shell gives it, with a line on stderr
+-- when a signal ended the command (none for SIGINT and SIGPIPE, as bash).
+local function end_status(ev, sb)
+  if ev.signal_number then
+    local n = ev.signal_number
+    local name = signals.name(n) or ("signal " .. n)
+    if n ~= 2 and n ~= 13 then
+      local note = ev.core_dumped and " (core dumped)" or ""
+      local mem = sb.limits and sb.limits.memoryMb
+      if n == 9 and mem then note = " (also how a process over the sandbox's " .. mem .. " MiB of memory ends)" end
+      io.stderr:write("dsh: exec: the command was killed by ", name, note, "\n")
+    end
+    return 128 + n
+  end
+  if not ev.exited then
+    io.stderr:write("dsh: exec: the command ended without an exit status (", tostring(ev.status), ")\n")
+    return 255
+  end
+  return ev.exit_code
 end
 
 local function exec_cmd(args)
   local sandbox = require "dsh.sandbox"
   local loop = require "dsh.loop"
-  local opts, rest = parse(args, { cwd = "value", env = "list", ["timeout-ms"] = "value" })
-  if not opts then return fail(rest) end
+  local opts, rest = parse(args, M.FLAGS.exec)
+  if not opts then return bad(rest) end
   local id = table.remove(rest, 1)
-  if not id or not opts["--"] or #rest == 0 then
-    return fail("usage: dsh exec [--cwd DIR] [--env K=V]... ID -- CMD [ARGS...]")
-  end
+  if not id or not opts["--"] or #rest == 0 then return usage_error(nil, "exec") end
   local envs, eerr = kv_map(opts.env, "--env")
-  if not envs then return fail(eerr) end
+  if not envs then return bad(eerr) end
   local timeout, terr = number_opt(opts["timeout-ms"], "timeout-ms")
-  if terr then return fail(terr) end
+  if terr then return bad(terr) end
   local sb, err = sandbox.connect(id)
   if not sb then return fail(tostring(err)) end
   local cmd = table.remove(rest, 1)
   local p, serr = sb.envd:start { cmd = cmd, args = rest, envs = envs, cwd = opts.cwd, timeout_ms = timeout }
   if not p then
     sb:close()
+    if serr and serr.code == "invalid_argument" then return start_failed(cmd, serr) end
     return fail(tostring(serr))
   end
+  p:end_at_exit()
   local watchers = {}
   for _, sig in ipairs { 2, 15 } do
     watchers[#watchers + 1] = loop.on_signal(sig, function(n)
@@ -228,7 +312,12 @@ local function exec_cmd(args)
   while true do
     local ev, perr = p:next()
     if not ev then
-      if perr then status = fail(tostring(perr)) end
+      if perr and perr.code == "deadline_exceeded" and timeout then
+        io.stderr:write("dsh: exec: timed out after ", timeout, " ms; the command's processes were killed\n")
+        status = 124
+      elseif perr then
+        status = fail("exec: " .. tostring(perr))
+      end
       break
     end
     if ev.type == "data" then
@@ -236,8 +325,7 @@ local function exec_cmd(args)
       out:write(ev.data)
       out:flush()
     elseif ev.type == "end" then
-      status = ev.signal_number and 128 + ev.signal_number or ev.exit_code
-      if not ev.exited and not ev.signal_number then status = 255 end
+      status = end_status(ev, sb)
     end
   end
   for _, w in ipairs(watchers) do w:close() end
@@ -262,8 +350,8 @@ function M.main(argv)
         io.stdout:write(USAGE)
         return 0
       end
-      io.stderr:write(USAGE)
-      return 2
+      if cmd == nil then return usage_error() end
+      return usage_error("unknown command " .. cmd .. " (sandbox, exec, shell, poc or help)")
     end):await()
   end)
   if not ok then return fail(tostring(err)) end

@@ -57,12 +57,14 @@ end
 
 --- Directories where remote/runner may be: $DSH_RUNNER_DIR, the source tree
 --- beside this file (lua/dsh/ -> remote/runner), an installed tree
---- (<prefix>/share/lua/5.1/dsh/ -> <prefix>/share/dsh/runner).
+--- (<luadir>/dsh/runner, where cmake --install and luarocks put it; or
+--- <prefix>/share/dsh/runner, where older installs did).
 function M.runner_dirs()
   local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "."
   local list = {}
   if os.getenv("DSH_RUNNER_DIR") then list[1] = os.getenv("DSH_RUNNER_DIR") end
   list[#list + 1] = here .. "/../../remote/runner"
+  list[#list + 1] = here .. "/runner"
   list[#list + 1] = here .. "/../../../dsh/runner"
   return list
 end

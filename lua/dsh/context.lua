@@ -5,8 +5,12 @@
 -- before any of them. One implementation per key: a second registration fails
 -- at once. A service is published (ctx[key]) only when its setup succeeded; a
 -- failed setup runs the cleanups it had registered, in reverse, and its
--- dependents are never set up. dispose() tears providers down in reverse
--- order and each returns only when everything it started is gone. Once
+-- dependents are never set up. A start() that fails rolls back every
+-- provider set up since the last successful start (the sandbox included), so
+-- a failed start leaves nothing running. dispose() tears providers down in
+-- reverse order and each returns only when everything it started is gone.
+-- ctx.<key> of a service a provider offers but has not published raises,
+-- naming start(); ctx:get(key) is the lookup that returns nil instead. Once
 -- dispose() was called, ctx.<key> raises (DISPOSED) and start() returns nil,
 -- DISPOSED; a provider reaches the services it injects through references
 -- taken at setup, never through ctx in its cleanups.
@@ -41,8 +45,10 @@ Scope.__index = Scope
 --- Register a cleanup; they run in reverse order on rollback or disposal.
 -- fn may await (it runs inside a task) and must return only once whatever it
 -- cleans up is gone. It reports a failure by returning nil, err (a raise is
--- kept as a failure too); every cleanup runs whatever the others did.
----@param fn fun():any, dsh.Error?
+-- kept as a failure too); every cleanup runs whatever the others did. fn is
+-- called with why: "dispose", or "rollback" when a failed setup or a failed
+-- start() undoes what the provider made.
+---@param fn fun(why:string):any, dsh.Error?
 function Scope:on_dispose(fn)
   errors.check(MOD, "on_dispose", fn, "function")
   self._cleanups[#self._cleanups + 1] = fn
@@ -54,11 +60,11 @@ local function as_error(e)
 end
 
 -- Runs every cleanup of scope (last registered first); returns the list of failures.
-local function run_cleanups(scope, failures)
+local function run_cleanups(scope, failures, why)
   for i = #scope._cleanups, 1, -1 do
     local fn = scope._cleanups[i]
     scope._cleanups[i] = nil
-    local ok, res, err = pcall(fn)
+    local ok, res, err = pcall(fn, why)
     if not ok then
       failures[#failures + 1] = as_error(res)
     elseif res == nil and err ~= nil then
@@ -86,14 +92,29 @@ local function disposing_lookup(self, key)
     done and "was disposed" or "is disposing")
 end
 
+-- A service some provider offers but that is not published: used before
+-- start(), while it sets up, or after a start() that failed. Saying so here
+-- beats "attempt to index a nil value" at the caller's next line.
+local function unpublished(self, key)
+  local entry
+  for _, e in ipairs(rawget(self, "_entries")) do
+    if e.provider.provides == key then entry = e end
+  end
+  if entry.state == "failed" then
+    errors.misuse(MOD, "ctx.%s: not available: ctx:start() failed (%s)", key, tostring(entry.err))
+  end
+  errors.misuse(MOD, "ctx.%s: not set up yet (by %s): call ctx:start() first", key, entry.provider.name)
+end
+
 Context.__index = function(self, key)
   local method = Context[key]
   if method then return method end
-  if rawget(self, "_disposing") and not (type(key) == "string" and key:sub(1, 1) == "_") then
-    return disposing_lookup(self, key)
-  end
+  if type(key) == "string" and key:sub(1, 1) == "_" then return nil end
+  if rawget(self, "_disposing") then return disposing_lookup(self, key) end
   local services = rawget(self, "_services")
-  return services and services[key]
+  local svc = services and services[key]
+  if svc == nil and rawget(self, "_claimed") and self._claimed[key] then return unpublished(self, key) end
+  return svc
 end
 
 Context.__newindex = function(_, key)
@@ -222,7 +243,7 @@ function Context:_setup(entry)
     if not ok then
       local failure = errors.is(service) and service
         or errors.new("SETUP_FAILED", entry.provider.name .. ": " .. tostring(service), { cause = service })
-      local undo = run_cleanups(scope, {})
+      local undo = run_cleanups(scope, {}, "rollback")
       if #undo > 0 then
         table.insert(undo, 1, failure)
         failure = errors.combine(undo, "SETUP_FAILED",
@@ -244,8 +265,32 @@ function Context:_setup(entry)
   end)
 end
 
+-- A failed start: undo every provider set up since the last successful
+-- start, dependents first, as dispose would (a created sandbox is killed:
+-- e2b's cleanup is told "rollback"). Each keeps failure as its error, so a
+-- later start() or ctx.<key> says what went wrong. Returns failure, or
+-- SETUP_FAILED holding it and the rollback's own failures.
+function Context:_roll_back(failure)
+  local undo = {}
+  for i = #self._order, 1, -1 do
+    local entry = self._order[i]
+    if not entry.committed then
+      table.remove(self._order, i)
+      local key = entry.provider.provides
+      if key ~= nil then self._services[key] = nil end
+      run_cleanups(entry.scope, undo, "rollback")
+      entry.state, entry.err = "failed", failure
+    end
+  end
+  if #undo == 0 then return failure end
+  table.insert(undo, 1, failure)
+  return errors.combine(undo, "SETUP_FAILED", MOD .. ": start failed and so did its rollback")
+end
+
 --- Set up every provider (in dependency order) and wait for all setups.
--- Returns true, or nil and the first failure (every other setup still settles).
+-- Returns true, or nil and the first failure (every other setup still
+-- settles). A failed start rolls back every provider set up since the last
+-- successful one, so nothing it made (a sandbox, a process) is left behind.
 function Context:start()
   if rawget(self, "_disposing") then
     return nil, errors.new("DISPOSED", MOD .. ": start: the context was disposed")
@@ -254,8 +299,12 @@ function Context:start()
   self:_kick()
   for _, entry in ipairs(self._entries) do entry.done:await() end
   for _, entry in ipairs(self._entries) do
-    if entry.state == "failed" then return nil, entry.err end
+    if entry.state == "failed" then
+      if rawget(self, "_disposing") then return nil, entry.err end -- dispose undoes the rest
+      return nil, self:_roll_back(entry.err)
+    end
   end
+  for _, entry in ipairs(self._order) do entry.committed = true end
   return true
 end
 
@@ -283,7 +332,7 @@ function Context:dispose()
     local entry = self._order[i]
     local key = entry.provider.provides
     if key ~= nil then self._services[key] = nil end
-    run_cleanups(entry.scope, failures)
+    run_cleanups(entry.scope, failures, "dispose")
     entry.state = "disposed"
   end
   local err = errors.combine(failures, "DISPOSE_FAILED", MOD .. ": dispose")

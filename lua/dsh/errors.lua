@@ -59,7 +59,7 @@ M.CATALOGUE = {
   -- ctx.fs (dsh.fs; fs_local, fs_e2b). The first four are also its backend contract's.
   fs = {
     FS_NOT_FOUND = "nothing is at the path (or the path is blank or holds a NUL)",
-    FS_PERMISSION_DENIED = "the world refused the operation",
+    FS_PERMISSION_DENIED = "the world refused the operation (no permission, a read-only file system)",
     FS_ABORTED = "opts.signal fired",
     FS_IO_ERROR = "any other failure of the backend",
     FS_NOT_TEXT = "the file is binary or not valid UTF-8",
@@ -77,6 +77,7 @@ M.CATALOGUE = {
     SUBPROCESS_START = "the process group could not be started or published",
     SUBPROCESS_LOST = "the process's outcome can no longer be learned (its daemon is gone)",
     SUBPROCESS_CLOSED = "the process was already released",
+    SUBPROCESS_CLEANUP = "a terminal's session could not be emptied (.survivors); closing it again retries",
     SUBPROCESS_ROLLBACK = "a failed start's rollback did not reach quiescence (.errors)",
     SUBPROCESS_DISPOSE = "several handles failed to release while disposing (.errors)",
     SUBPROCESS_EXECUTABLE = "resolveExecutable found no single absolute path",

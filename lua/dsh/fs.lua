@@ -4,9 +4,11 @@
 -- resolution and versions (dsh.fs._paths), reads and text detection
 -- (dsh.fs._read, dsh.fs._text), guarded writes and edits with their atomic
 -- commit and per-file serialisation (dsh.fs._mutate), directories (makeDir,
--- remove, move: dsh.fs._tree), abort checks and the failure words
--- (dsh.fs._errors). This file is the public surface: the class, its methods
--- and the backend contract. A backend (providers/fs_local,
+-- remove, move: dsh.fs._tree), whole trees to and from this host
+-- (uploadTree, downloadTree: dsh.fs._transfer) and file watches (watch:
+-- dsh.fs._watch), abort checks and the failure words (dsh.fs._errors).
+-- This file is the public surface: the class, its methods and the backend
+-- contract. A backend (providers/fs_local,
 -- providers/fs_e2b) only moves bytes and metadata; see dsh.FsBackend below.
 --
 -- Paths: displayPath is the POSIX resolution of the argument against opts.cwd
@@ -26,7 +28,9 @@ local fe = require "dsh.fs._errors"
 local mutate = require "dsh.fs._mutate"
 local paths = require "dsh.fs._paths"
 local read = require "dsh.fs._read"
+local transfer = require "dsh.fs._transfer"
 local tree = require "dsh.fs._tree"
+local watch = require "dsh.fs._watch"
 
 local M = {}
 local MOD = "dsh.fs"
@@ -70,6 +74,13 @@ M.PASSED_CODES = fe.PASSED_CODES
 ---@field removeTree fun(self, key:string, opts:table):true|nil, dsh.Error?  a directory and all below, links unfollowed
 ---@field locate fun(self, display:string, opts:table):string|nil, dsh.FsInfo|false|dsh.Error  optional
 ---@field children fun(self, key:string, opts:table):table[]|nil, dsh.Error?  optional: {name, key, info}
+---@field packTree fun(self, key:string, opts:table):table|nil, dsh.Error?  optional: a reader (read(), close())
+---                                      of a tar stream of the directory key (members relative to it, "./" first)
+---@field unpackTree fun(self, key:string, source:function, opts:table):true|nil, dsh.Error?  optional: make
+---                                      the tar stream source() yields the tree at key (made with its parents)
+---@field watch fun(self, key:string, o:{recursive:boolean, signal:table|nil}):table|nil, dsh.Error?  optional:
+---                                      a watch of the directory key: next(signal) → {type, name} | nil | nil, err;
+---                                      close()
 
 ---@class dsh.FsOpts
 ---@field cwd string|nil             directory relative paths resolve against
@@ -245,9 +256,55 @@ function FS:move(from, to, opts)
   return tree.move(self, from, to, fe.check_opts("move", opts))
 end
 
---- Every later call returns nil, DISPOSED (the provider's disposal calls it).
+-- Trees and watches -------------------------------------------------------------
+
+---@class dsh.FsTreeOpts: dsh.FsOpts
+---@field onProgress fun(p: dsh.FsProgress)|nil  after each file and every MiB
+
+---@class dsh.FsProgress
+---@field bytes integer            file bytes moved so far
+---@field files integer            files moved so far
+---@field totalBytes integer|nil   when known (uploads)
+---@field totalFiles integer|nil
+---@field path string              the file (relative to the tree)
+
+--- Copy the host directory hostDir (an absolute path on this machine, or
+-- relative to this process's directory) into path, as a tar stream:
+-- contents, names, empty directories, symlinks, hard links, modes and times
+-- exactly (sockets, FIFOs and devices are skipped and listed). path is made
+-- with its parents; an existing directory is merged into.
+---@param opts dsh.FsTreeOpts|nil
+---@return dsh.fs.TreeSummary|nil, dsh.Error?
+function FS:uploadTree(hostDir, path, opts)
+  if self._disposed then return nil, disposed("uploadTree") end
+  return transfer.upload(self, hostDir, path, fe.check_opts("uploadTree", opts))
+end
+
+--- Copy the directory at path into the host directory hostDir (made with its
+-- parents; an existing one is merged into), as a tar stream read by the
+-- host's own reader, which trusts nothing in it: no member is written
+-- outside hostDir or through a symlink, setuid and setgid bits are dropped.
+---@param opts dsh.FsTreeOpts|nil
+---@return dsh.fs.TreeSummary|nil, dsh.Error?
+function FS:downloadTree(path, hostDir, opts)
+  if self._disposed then return nil, disposed("downloadTree") end
+  return transfer.download(self, path, hostDir, fe.check_opts("downloadTree", opts))
+end
+
+--- Watch the directory at path (opts.recursive: and every directory below
+-- it): a watch whose next(signal) yields {type, name, path} events.
+---@param opts {recursive: boolean|nil, cwd: string|nil, signal: dsh.AbortSignal|nil}|nil
+---@return dsh.FsWatch|nil, dsh.Error?
+function FS:watch(path, opts)
+  if self._disposed then return nil, disposed("watch") end
+  return watch.watch(self, path, fe.check_opts("watch", opts))
+end
+
+--- Every later call returns nil, DISPOSED (the provider's disposal calls
+-- it); every watch is closed.
 function FS:dispose()
   self._disposed = true
+  for w in pairs(self._watches) do w:close() end
   return true
 end
 
@@ -264,7 +321,8 @@ function M.new(b)
     errors.check(MOD, "new: backend." .. m, b[m], "function")
   end
   if not b.children then errors.check(MOD, "new: backend.names", b.names, "function") end
-  return setmetatable({ kind = b.prefix, cwd = paths.normalize(b.cwd), _b = b, _locks = {}, _commits = 0 }, FS)
+  return setmetatable({ kind = b.prefix, cwd = paths.normalize(b.cwd), _b = b, _locks = {}, _commits = 0,
+    _watches = {} }, FS)
 end
 
 M.FS = FS

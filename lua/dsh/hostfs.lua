@@ -1,9 +1,10 @@
 --- dsh.hostfs: host file primitives the fs_local backend needs beyond lfs.
 --
 -- statx (nanosecond times, device and inode, the same struct layout on every
--- Linux architecture), readlink, exclusive creation with an exact mode,
--- chmod, mkdir, rename, unlink, and a bounded read that never follows a link
--- (read_regular). Failures return nil, err with err.code
+-- Linux architecture), readlink, exclusive creation with an exact mode (at
+-- once, or streamed: create_stream), chmod, mkdir, rename, unlink, symlink,
+-- link, times that never follow a link (set_mtime), and a bounded read that
+-- never follows a link (read_regular). Failures return nil, err with err.code
 -- "not_found" (ENOENT; for stat calls also ENOTDIR), "permission_denied"
 -- (EACCES, EPERM) or "io", err.message "<call>: <strerror>" and err.errno.
 -- Never raises on I/O failure; raises on misuse.
@@ -61,6 +62,7 @@ end
 ---@field ctime string   "sec.nanosec"
 ---@field dev string     "major:minor"
 ---@field ino string
+---@field nlink integer  hard links
 
 local function statx(path, flags, call)
   check_path(call, path)
@@ -77,7 +79,8 @@ local function statx(path, flags, call)
     mtime = ts(stx.stx_mtime),
     ctime = ts(stx.stx_ctime),
     dev = stx.stx_dev_major .. ":" .. stx.stx_dev_minor,
-    ino = tostring(stx.stx_ino):gsub("ULL$", ""),
+    ino = (tostring(stx.stx_ino):gsub("ULL$", "")),
+    nlink = tonumber(stx.stx_nlink),
   }
 end
 
@@ -188,6 +191,85 @@ function M.read_regular(path, max_bytes)
   C.close(fd)
   if #data > max_bytes then return nil, errors.new("io", path .. " is larger than " .. max_bytes .. " bytes") end
   return data
+end
+
+---@class dsh.HostFileWriter
+local Writer = {}
+Writer.__index = Writer
+
+--- Create path (which must not exist; never through a final symlink) with
+--- exactly mode, to be written in pieces: w:write(s), then w:close(), or
+--- w:abort() (closes and removes it).
+---@return dsh.HostFileWriter|nil, dsh.Error?
+function M.create_stream(path, mode)
+  check_path("create_stream", path)
+  local fd = C.open(path, bit.bor(O_WRONLY, O_CREAT, O_EXCL, O_CLOEXEC), ffi.cast("unsigned int", mode))
+  if fd < 0 then return fail("open", ffi.errno()) end
+  if C.fchmod(fd, mode) ~= 0 then
+    local e = ffi.errno()
+    C.close(fd)
+    C.unlink(path)
+    return fail("fchmod", e)
+  end
+  return setmetatable({ path = path, _fd = fd }, Writer)
+end
+
+function Writer:write(data)
+  local p, left = ffi.cast("const char *", data), #data
+  while left > 0 do
+    local n = C.write(self._fd, p, left)
+    if n < 0 then
+      local e = ffi.errno()
+      if e ~= EINTR then return fail("write", e) end
+    else
+      p, left = p + n, left - n
+    end
+  end
+  return true
+end
+
+function Writer:close()
+  if not self._fd then return true end
+  local fd = self._fd
+  self._fd = nil
+  if C.close(fd) ~= 0 then return fail("close", ffi.errno()) end
+  return true
+end
+
+function Writer:abort()
+  if self._fd then
+    C.close(self._fd)
+    self._fd = nil
+  end
+  C.unlink(self.path)
+end
+
+--- A symbolic link at path whose text is target.
+function M.symlink(target, path)
+  check_path("symlink", target)
+  check_path("symlink", path)
+  if C.symlink(target, path) ~= 0 then return fail("symlink", ffi.errno()) end
+  return true
+end
+
+--- A hard link at to of the file at from (never following a symlink at from).
+function M.link(from, to)
+  check_path("link", from)
+  check_path("link", to)
+  if C.link(from, to) ~= 0 then return fail("link", ffi.errno()) end
+  return true
+end
+
+local times = ffi.new("struct dsh_hostfs_timespec[2]")
+
+--- Set path's access and modification time to sec (whole seconds), never
+--- following a final symlink (a symlink's own time is set).
+function M.set_mtime(path, sec)
+  check_path("set_mtime", path)
+  times[0].tv_sec, times[0].tv_nsec = sec, 0
+  times[1].tv_sec, times[1].tv_nsec = sec, 0
+  if C.utimensat(AT_FDCWD, path, times, AT_SYMLINK_NOFOLLOW) ~= 0 then return fail("utimensat", ffi.errno()) end
+  return true
 end
 
 function M.unlink(path)

@@ -33,7 +33,10 @@ for code in pairs(errors.CATALOGUE.pty) do M.codes[code] = code end
 setmetatable(M.codes, { __index = function(_, k) error(MOD .. ": no error code " .. tostring(k), 2) end })
 local codes = M.codes
 
-M.WAIT_REASONS = { "stdin_read", "inferred_idle", "timeout", "session_exit" }
+--- How a send settles: the reference's four, then "match" (the send's
+-- waitFor text was printed) and "superseded" (a detached send replaced by a
+-- newer one).
+M.WAIT_REASONS = { "stdin_read", "inferred_idle", "timeout", "session_exit", "match", "superseded" }
 M.SIGNALS = { "SIGINT", "SIGTERM", "SIGKILL", "SIGTSTP", "SIGHUP" }
 
 --- "SIGTERM" for 15 (dsh.signals: a shell reports a job killed by signal N
@@ -66,6 +69,13 @@ local function aggregate(what, failures)
   for i, e in ipairs(failures) do msgs[i] = tostring(e.message or e) end
   return nil, errors.new(codes.PTY_DISPOSE, string.format("%s: %d session(s) could not be closed: %s", what,
     #failures, table.concat(msgs, "; ")), { errors = failures })
+end
+
+-- Whether a failed close left the session behind: its processes may live
+-- on, so it stays to be closed again. A session whose cleanup succeeded is
+-- gone even when its close reports the transport failure that ended it.
+local function left_behind(session, ok)
+  return not ok and not (session.closed and session:closed())
 end
 
 ---@class dsh.pty.Service
@@ -107,23 +117,25 @@ function Service:closeBackend(type_, backend)
   local jobs, failures = {}, {}
   for id, entry in pairs(self._sessions) do
     if entry.session.type == type_ then
-      jobs[#jobs + 1] = async.run(function() return self:_close(id, entry, "backend disposed") end)
+      jobs[#jobs + 1] = { session = entry.session,
+        task = async.run(function() return self:_close(id, entry, "backend disposed") end) }
     end
   end
   for _, rec in pairs(self._owners) do
     local keep = {}
     for _, f in ipairs(rec.failed) do
       if f.session.type == type_ then
-        jobs[#jobs + 1] = async.run(function() return f.session:close("cleanup retried") end)
+        jobs[#jobs + 1] = { session = f.session,
+          task = async.run(function() return f.session:close("cleanup retried") end) }
       else
         keep[#keep + 1] = f
       end
     end
     rec.failed = keep
   end
-  for _, t in ipairs(jobs) do
-    local ok, err = t:await()
-    if not ok and err and err.code == codes.PTY_CLEANUP then failures[#failures + 1] = err end
+  for _, j in ipairs(jobs) do
+    local ok, err = j.task:await()
+    if left_behind(j.session, ok) then failures[#failures + 1] = err end
   end
   return aggregate(MOD .. ": closeBackend " .. type_, failures)
 end
@@ -199,7 +211,7 @@ function Service:spawn(owner, spec, signal)
       err = errors.new(codes.OWNER_NOT_LIVE, MOD .. ": spawn abandoned: owner " .. owner.id .. " was closed")
     end
     local ok, cerr = s:close("spawn abandoned")
-    if not ok and cerr.code == codes.PTY_CLEANUP then rec.failed[#rec.failed + 1] = { session = s, err = cerr } end
+    if left_behind(s, ok) then rec.failed[#rec.failed + 1] = { session = s, err = cerr } end
     s = nil
   end
   if not s then
@@ -224,9 +236,21 @@ function Service:_get(owner, id)
   return entry.session
 end
 
---- Send input and wait for readiness: an operation with wait(), readOutput()
---- and cancel() (see dsh.pty.session).
----@param input {text: string, submit: boolean|nil}
+local MAX_SAFE = 2 ^ 53 - 1
+
+local function check_ms(method, what, v)
+  if v ~= nil and (type(v) ~= "number" or v < 1 or v % 1 ~= 0 or v > MAX_SAFE) then
+    misuse(method, "%s must be a positive safe integer", what)
+  end
+end
+
+--- Send input and wait for readiness: an operation with wait(), readOutput(),
+--- cancel() and detach() (see dsh.pty.session). input.timeoutMs and
+--- input.idleMs replace the config's timeoutMs and idleSilenceMs for this
+--- send; input.waitFor (plain text) settles it as "match" once the program
+--- prints it (the echo of the typed text does not count). A send that was
+--- detached is superseded by this one; one someone waits for is SEND_ACTIVE.
+---@param input {text: string, submit: boolean|nil, timeoutMs: integer|nil, idleMs: integer|nil, waitFor: string|nil}
 ---@return dsh.pty.Operation|nil, dsh.Error|nil
 function Service:startSend(owner, id, input, signal)
   check_owner("startSend", owner)
@@ -235,16 +259,21 @@ function Service:startSend(owner, id, input, signal)
   if input.submit ~= nil and type(input.submit) ~= "boolean" then
     misuse("startSend", "input.submit must be a boolean")
   end
+  check_ms("startSend", "input.timeoutMs", input.timeoutMs)
+  check_ms("startSend", "input.idleMs", input.idleMs)
+  if input.waitFor ~= nil and (type(input.waitFor) ~= "string" or input.waitFor == "") then
+    misuse("startSend", "input.waitFor must be a non-empty string")
+  end
   check_signal("startSend", signal)
   local s, err = self:_get(owner, id)
   if not s then return nil, err end
-  if s:busy() then
+  if s:held() then
     return nil, errors.new(codes.SEND_ACTIVE, MOD .. ": session " .. id .. " already has an active send")
   end
-  return s:startSend(input, signal)
+  return s:startSend({ text = input.text, submit = input.submit, timeoutMs = input.timeoutMs,
+    idleMs = input.idleMs, waitFor = input.waitFor }, signal)
 end
 
-local MAX_SAFE = 2 ^ 53 - 1
 
 --- Scrollback lines, newest first: {text, lineBegin, lineEnd, totalLines, lost}.
 ---@param o {offset: integer|nil, count: integer|nil}|nil
@@ -345,10 +374,10 @@ function Service:list(owner)
   return out
 end
 
--- Close one published session; it leaves the registry once that succeeded.
+-- Close one published session; it leaves the registry once it is closed.
 function Service:_close(id, entry, reason)
   local ok, err = entry.session:close(reason)
-  if ok or (err and err.code ~= codes.PTY_CLEANUP) then
+  if not left_behind(entry.session, ok) then
     if self._sessions[id] == entry then
       self._sessions[id] = nil
       local rec = self._owners[entry.owner]
@@ -362,8 +391,8 @@ function Service:_close(id, entry, reason)
 end
 
 --- Close a session. true for a close this call started; false when one was
---- already in flight (it still waits for it); nil, err when it failed (it can
---- be retried).
+--- already in flight (it still waits for it); nil, err when it failed: the
+--- session stays (its processes may live on) and a later kill tries again.
 ---@return boolean|nil, dsh.Error|nil
 function Service:kill(owner, id)
   check_owner("kill", owner)
@@ -373,7 +402,7 @@ function Service:kill(owner, id)
   local entry = self._sessions[id]
   local in_flight = s._close_f ~= nil
   local ok, cerr = self:_close(id, entry, "killed")
-  if not ok and cerr.code == codes.PTY_CLEANUP then return nil, cerr end
+  if left_behind(s, ok) then return nil, cerr end
   return not in_flight
 end
 
@@ -392,19 +421,21 @@ function Service:_close_all(owner, rec, what)
   local jobs = {}
   for id, entry in pairs(self._sessions) do
     if entry.owner == owner then
-      jobs[#jobs + 1] = { task = async.run(function() return self:_close(id, entry, "owner closed") end) }
+      jobs[#jobs + 1] = { session = entry.session,
+        task = async.run(function() return self:_close(id, entry, "owner closed") end) }
     end
   end
   -- sessions whose startup cleanup failed: their processes may live on; try again
   local failed = rec.failed
   rec.failed = {}
   for _, f in ipairs(failed) do
-    jobs[#jobs + 1] = { task = async.run(function() return f.session:close("cleanup retried") end), retry = f }
+    jobs[#jobs + 1] = { session = f.session, task = async.run(function() return f.session:close("cleanup retried") end),
+      retry = f }
   end
   local failures = {}
   for _, j in ipairs(jobs) do
     local ok, err = j.task:await()
-    if not ok and err and err.code == codes.PTY_CLEANUP then
+    if left_behind(j.session, ok) then
       failures[#failures + 1] = j.retry and j.retry.err or err
       if j.retry then rec.failed[#rec.failed + 1] = j.retry end
     end

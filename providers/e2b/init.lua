@@ -1,10 +1,12 @@
 --- ctx.e2b: the owner of the one sandbox every provider of a context shares.
 --
 -- Creates a sandbox (or reconnects to sandboxId), makes cwd and the private
--- runtime root <cwd>/.dsh-e2b (mode 0700), and on dispose applies exactly one
--- disposition: kill, pause or leave. A sandbox it created is killed when its
--- setup fails; a reconnected one never is. Two backends: "local" (default, a
--- dsh.sandbox) and "cloud" (E2B's control plane; envd over HTTPS).
+-- runtime root (mode 0700; /tmp/.dsh-e2b unless config.runtimeRoot says
+-- otherwise: outside the workspace, where the reference has <cwd>/.dsh-e2b),
+-- and on dispose applies exactly one disposition: kill, pause or leave. A
+-- sandbox it created is killed when its setup fails, or the start of its
+-- context (a rollback); a reconnected one never is. Two backends: "local"
+-- (default, a dsh.sandbox) and "cloud" (E2B's control plane; envd over HTTPS).
 --
 -- The sandbox's lifetime never surprises the host (dsh.providers.e2b.guard):
 -- a sandbox that paused (on its idle timeout, or from elsewhere) is resumed
@@ -211,7 +213,7 @@ function M.metrics(cfg, id, opts)
   return backend.metrics(cfg, id, opts)
 end
 
--- cwd, then the runtime root inside it, then chmod 700 (reference §1 step 3),
+-- cwd, then the runtime root, then chmod 700 (reference §1 step 3),
 -- through envd (the guarded client at setup, the new daemon's after a resume).
 local function prepare(service, envd)
   local ok, err = envd:make_dir(service.cwd)
@@ -233,7 +235,7 @@ function M.setup(scope, cfg)
   local backend = backend_of(cfg)
   local service = setmetatable({
     cwd = cfg.cwd,
-    runtimeRoot = (cfg.cwd == "/" and "" or cfg.cwd) .. "/.dsh-e2b",
+    runtimeRoot = cfg.runtimeRoot,
     created = cfg.sandboxId == nil and backend.name ~= "envd",
     timeoutMode = cfg.onTimeout,
     disposeMode = cfg.onDispose,
@@ -253,9 +255,11 @@ function M.setup(scope, cfg)
   service._guard.on_resume = function() return prepare(service, h.envd) end
   service._sb = { id = h.id, envd = service._guard.proxy }
   -- Registered first, so it runs last: the disposition, or the kill of a
-  -- created sandbox whose setup failed.
+  -- created sandbox whose setup failed, or whose context's start failed
+  -- (why == "rollback": the start undoes all it made, whatever onDispose says;
+  -- a reconnected sandbox is only let go).
   local setup_done = false
-  scope:on_dispose(function()
+  scope:on_dispose(function(why)
     service._disposing = true
     if not setup_done then
       if service.created then h:kill() end
@@ -263,6 +267,7 @@ function M.setup(scope, cfg)
       return
     end
     local mode = service.disposeMode
+    if why == "rollback" then mode = service.created and "kill" or "leave" end
     local ok, derr = true, nil
     if service._gone then
       ok = true -- nothing left to kill or pause

@@ -20,7 +20,7 @@ local schema = require "dsh.schema"
 local M = {}
 
 M.KEYS = {
-  "backend", "cwd", "timeoutMs", "onTimeout", "onDispose", "network", "envs", "metadata", "sandboxId",
+  "backend", "cwd", "runtimeRoot", "timeoutMs", "onTimeout", "onDispose", "network", "envs", "metadata", "sandboxId",
   "template", "apiKey", "apiUrl", "domain", "sandboxUrl", "maxProcesses", "memoryMb", "cpus", "maxOpenFiles", "diskMb",
   "autoResume", "debug", "envdUrl", "envdAccessToken",
 }
@@ -33,6 +33,8 @@ M.DEBUG_ENVD_URL = "http://localhost:49983"
 M.DEFAULTS = {
   backend = "local",
   cwd = "/home/user/workspace",
+  -- outside the workspace, unlike the reference's <cwd>/.dsh-e2b (docs/decisions.md)
+  runtimeRoot = "/tmp/.dsh-e2b",
   timeoutMs = 300000,
   onTimeout = "pause",
   onDispose = "kill",
@@ -102,6 +104,12 @@ function M.validate(cfg)
     fail("cwd must be an absolute Linux path: " .. tostring(cwd))
   end
   out.cwd = cwd == "/" and "/" or cwd:gsub("/+$", "")
+  local root = cfg.runtimeRoot == nil and M.DEFAULTS.runtimeRoot or cfg.runtimeRoot
+  if type(root) ~= "string" or root:sub(1, 1) ~= "/" or root:find("%z") or root:match("^/+$") then
+    fail("runtimeRoot must be an absolute Linux path other than /: " .. tostring(root))
+  end
+  out.runtimeRoot = root:gsub("/+$", "")
+  if out.runtimeRoot == out.cwd then fail("runtimeRoot must not be cwd (" .. out.cwd .. ")") end
   local t = cfg.timeoutMs == nil and M.DEFAULTS.timeoutMs or cfg.timeoutMs
   -- The reference accepts fractions; whole milliseconds are required here (§8).
   if type(t) ~= "number" or t ~= t or t <= 0 or t == math.huge or t % 1 ~= 0 then

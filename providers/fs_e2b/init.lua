@@ -11,6 +11,13 @@
 -- when that path is a symlink; listDir probes only symlinked children (and
 -- those concurrently) instead of realpath + Stat per child; a commit is one
 -- upload, one chmod process and one Move whose EntryInfo is the new version.
+--
+-- Trees: packTree is the sandbox's `tar -c` read from its stdout as it
+-- writes (in records of 1 MiB: a tree of small files is not a stream of
+-- small events) (dshd pauses a process whose reader lags, so nothing is lost or
+-- held whole); unpackTree streams the tar up with POST /files into the
+-- adapter-private directory and unpacks it there with the sandbox's tar, then
+-- removes it. Watches are envd's WatchDir stream (dshd or stock envd).
 local async = require "dsh.async"
 local errors = require "dsh.errors"
 local fs = require "dsh.fs"
@@ -265,6 +272,120 @@ function Backend:mkdir(key, opts)
   local e, merr = envd:make_dir(key, copts(opts))
   if not e and merr.code ~= "already_exists" then return nil, fs_error(merr) end
   return true
+end
+
+-- Trees ---------------------------------------------------------------------------
+
+M.STDERR_BYTES = 4096 -- what of tar's complaints a failure quotes
+
+-- A reader of the tar stream of a running `tar -c` (its stdout).
+local Pack = {}
+Pack.__index = Pack
+
+function Pack:read()
+  if self._done then return nil, self._err end
+  while true do
+    local ev, err = self._p:next()
+    if not ev then
+      self._done, self._err = true, err and fs_error(err) or nil
+      return nil, self._err
+    end
+    if ev.type == "data" then
+      if ev.stream == "stdout" then
+        if ev.data ~= "" then return ev.data end
+      elseif #self._stderr < M.STDERR_BYTES then
+        self._stderr = self._stderr .. ev.data:sub(1, M.STDERR_BYTES - #self._stderr)
+      end
+    else
+      self._done, self._exited = true, true
+      if ev.exit_code ~= 0 or ev.signal then
+        local why = self._stderr:gsub("%s+$", "")
+        self._err = errors.new("FS_IO_ERROR", string.format("tar in the sandbox failed (%s)%s",
+          ev.signal or ("exit " .. tostring(ev.exit_code)), why ~= "" and (": " .. why) or ""))
+        return nil, self._err
+      end
+      return nil
+    end
+  end
+end
+
+-- Stop: a tar that has not ended is killed (nobody reads what it writes).
+function Pack:close()
+  if self._closed then return end
+  self._closed = true
+  if not self._exited then self._envd:send_signal(self._p.pid, "SIGKILL") end
+  self._p:close()
+end
+
+function Backend:packTree(key, opts)
+  local envd, err = self:_envd()
+  if not envd then return nil, err end
+  local p, serr = envd:start { cmd = "tar", args = { "-c", "-b", "2048", "-f", "-", "-C", key, "." },
+    signal = opts.signal }
+  if not p then return nil, fs_error(serr) end
+  return setmetatable({ _p = p, _envd = envd, _stderr = "" }, Pack)
+end
+
+M.UNPACK = [[mkdir -p -- "$1" && exec tar -x -p -f "$2" -C "$1"]]
+
+function Backend:unpackTree(key, source, opts)
+  local envd, err = self:_envd()
+  if not envd then return nil, err end
+  local tmp = (self._e2b.runtimeRoot or "/tmp") .. "/tree-" .. fs.uuid() .. ".tar"
+  local ok, werr = envd:write_file(tmp, source, { signal = opts.signal })
+  if ok then
+    local done, out = self:_run({ "/bin/sh", "-c", M.UNPACK, "dsh-e2b", key, tmp }, opts)
+    if not done then ok, werr = nil, errors.new("FS_IO_ERROR", "tar in the sandbox failed: " .. out.message) end
+  else
+    werr = fs_error(werr)
+  end
+  envd:remove(tmp)
+  if not ok then return nil, werr end
+  return true
+end
+
+-- Watches -------------------------------------------------------------------------
+
+local EWatch = {}
+EWatch.__index = EWatch
+
+-- One read of the stream in flight at a time: an aborted next() leaves it
+-- for the next call, so no event is lost.
+function EWatch:next(signal)
+  if self._closed then return nil end
+  local f = self._pending
+  if not f then
+    f = async.run(function() return self._w:next() end)
+    self._pending = f
+  end
+  local ev, err
+  if signal then
+    ev, err = async.race_signal(f, signal)
+    if signal.aborted then return nil, errors.new("FS_ABORTED", "watch aborted") end
+  else
+    ev, err = f:await()
+  end
+  self._pending = nil
+  if not ev then
+    if self._closed or not err then return nil end
+    return nil, fs_error(err)
+  end
+  return { type = ev.type, name = ev.name }
+end
+
+function EWatch:close()
+  if self._closed then return end
+  self._closed = true
+  self._w:close()
+end
+
+function Backend:watch(key, o)
+  local envd, err = self:_envd()
+  if not envd then return nil, err end
+  if o.signal and o.signal.aborted then return nil, errors.new("FS_ABORTED", "watch aborted") end
+  local w, werr = envd:watch_dir(key, { recursive = o.recursive })
+  if not w then return nil, fs_error(werr) end
+  return setmetatable({ _w = w }, EWatch)
 end
 
 --- A dsh.fs backend over an E2B sandbox owner (ctx.e2b).

@@ -4,11 +4,18 @@
 -- realpath -m walked component by component, reads through stdio, temp files
 -- created exclusively with mode 0600, chmod and rename(2). Versions carry
 -- device, inode and ctime, so a replaced or touched file changes version.
+-- Trees go through the seam's own tar walker and reader (dsh.fs._hosttree),
+-- watches through inotify (dsh.hostwatch: names relative to the watched
+-- directory; recursive watches add every directory made or moved in, and
+-- report what one already holds as creates).
 -- Config: root = the directory relative paths resolve against (default: the
 -- current directory). root does not confine anything; use fs:contains().
 local fs = require "dsh.fs"
 local errors = require "dsh.errors"
+local bit = require "bit"
 local hostfs = require "dsh.hostfs"
+local hosttree = require "dsh.fs._hosttree"
+local hostwatch = require "dsh.hostwatch"
 local lfs = require "lfs"
 local schema = require "dsh.providers.fs_local.schema"
 
@@ -259,6 +266,125 @@ end
 
 function Backend.removeTree(_, key)
   return remove_tree(key)
+end
+
+-- Trees -------------------------------------------------------------------------
+
+function Backend.packTree(_, key)
+  local entries, err = hosttree.walk(key)
+  if not entries then return nil, err end
+  local src = hosttree.coalesce(hosttree.source(key, entries), 256 * 1024)
+  return { read = function() return src() end, close = function() end }
+end
+
+-- The source is this host too: modes are kept as they are, setuid included.
+function Backend.unpackTree(_, key, source, opts)
+  local sum, err = hosttree.extract(key, source, { signal = opts.signal, keepSetid = true })
+  if not sum then return nil, err end
+  return true
+end
+
+-- Watches ------------------------------------------------------------------------
+
+local IN = hostwatch.IN
+
+local LWatch = {}
+LWatch.__index = LWatch
+
+local function join(dir, name)
+  if dir == "" then return name end
+  return dir .. "/" .. name
+end
+
+-- Watch the directory rel (and, recursive, every directory below it); new:
+-- report what it holds as creates (a directory that appeared with contents).
+function LWatch:_add(rel, new)
+  local path = rel == "" and self._root or self._root .. "/" .. rel
+  local wd, err = self._w:add(path)
+  if not wd then return nil, err end
+  self._dirs[wd] = rel
+  if not self._recursive and not new then return true end
+  local ok, names = pcall(function()
+    local out = {}
+    for name in lfs.dir(path) do
+      if name ~= "." and name ~= ".." then out[#out + 1] = name end
+    end
+    table.sort(out)
+    return out
+  end)
+  if not ok then return true end -- gone again already: its removal is reported
+  for _, name in ipairs(names) do
+    local r = join(rel, name)
+    if new then self._queue[#self._queue + 1] = { type = "create", name = r } end
+    if self._recursive and lfs.symlinkattributes(path .. "/" .. name, "mode") == "directory" then
+      self:_add(r, new)
+    end
+  end
+  return true
+end
+
+-- One inotify record into events (envd's order: create, rename, chmod, write, remove).
+function LWatch:_record(rec)
+  local m = rec.mask
+  if bit.band(m, IN.Q_OVERFLOW) ~= 0 then
+    self._queue[#self._queue + 1] = { lost = true }
+    return
+  end
+  local dir = self._dirs[rec.wd]
+  if not dir then return end
+  if bit.band(m, IN.IGNORED) ~= 0 then
+    self._dirs[rec.wd] = nil
+    if dir == "" then self._ended = true end
+    return
+  end
+  local is_self = rec.name == ""
+  if is_self and dir ~= "" then return end -- a directory below: its parent reports it
+  local name = is_self and "." or join(dir, rec.name)
+  local q = self._queue
+  local function put(t) q[#q + 1] = { type = t, name = name } end
+  if bit.band(m, bit.bor(IN.CREATE, IN.MOVED_TO)) ~= 0 then
+    put("create")
+    if self._recursive and bit.band(m, IN.ISDIR) ~= 0 then self:_add(name, true) end
+  end
+  if bit.band(m, bit.bor(IN.MOVED_FROM, IN.MOVE_SELF)) ~= 0 then put("rename") end
+  if bit.band(m, IN.ATTRIB) ~= 0 then put("chmod") end
+  if bit.band(m, IN.MODIFY) ~= 0 then put("write") end
+  if bit.band(m, bit.bor(IN.DELETE, IN.DELETE_SELF)) ~= 0 then put("remove") end
+end
+
+function LWatch:next(signal)
+  while true do
+    local ev = self._queue[1]
+    if ev then
+      table.remove(self._queue, 1)
+      if ev.lost then
+        return nil, errors.new("FS_IO_ERROR", "events were lost: the kernel's inotify queue overflowed")
+      end
+      return ev
+    end
+    if self._ended or self._closed then return nil end
+    local recs, err = self._w:read(signal)
+    if not recs then return nil, err end
+    if #recs == 0 then return nil end -- closed
+    for _, rec in ipairs(recs) do self:_record(rec) end
+  end
+end
+
+function LWatch:close()
+  self._closed = true
+  self._w:close()
+end
+
+function Backend.watch(_, key, o)
+  local w, err = hostwatch.open()
+  if not w then return nil, fs_error(err) end
+  local lw = setmetatable({ _w = w, _root = key, _dirs = {}, _queue = {}, _recursive = o.recursive }, LWatch)
+  local ok, aerr = lw:_add("", false)
+  if not ok then
+    w:close()
+    return nil, fs_error(aerr)
+  end
+  return lw
 end
 
 --- A dsh.fs backend over the host filesystem; cwd must be absolute.

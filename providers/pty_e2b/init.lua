@@ -66,8 +66,9 @@ function Drv:close(_, reason)
   self._closing = true
   local ok, err = self._t:close()
   if ok then return true end
+  self._closing = false -- closing it again retries
   return nil, errors.new(codes.PTY_CLEANUP, string.format("%s: %s cleanup failed (%s); %s", NAME, LABEL, reason,
-    tostring(err and err.message or err)), { cause = err })
+    tostring(err and (err.survivors or err.message) or err)), { cause = err })
 end
 
 -- The backend -------------------------------------------------------------------------------

@@ -6,20 +6,20 @@
 -- The shell leads a new session on a new PTY. Its environment is the ambient
 -- one through the project's scrub rule, then the explicit and fixed values
 -- (dsh.pty.env). The foreground process group is the terminal's (field 8 of
--- /proc/<pid>/stat); closing hangs up the shell, TERMs every process group
--- of its session, KILLs what is left after disposeGraceMs and returns once
--- the session is empty: the leader's group through the core's quiescence
--- event, the other groups (jobs) by looking at /proc, with a backoff, since
--- nothing reports them.
+-- /proc/<pid>/stat); closing is the session ladder (dsh.subprocess.session_ladder:
+-- TERM every group, disposeGraceMs for the jobs, then hang up or KILL) and
+-- returns once the session is empty: the leader's group through the core's
+-- quiescence event, the other groups (jobs) by looking at /proc, with a
+-- backoff, since nothing reports them.
 local async = require "dsh.async"
 local errors = require "dsh.errors"
 local lfs = require "lfs"
-local loop = require "dsh.loop"
 local proc = require "dsh.proc"
 local pty = require "dsh.pty"
 local ptyenv = require "dsh.pty.env"
 local session = require "dsh.pty.session"
 local subprocess = require "dsh.subprocess"
+local ladder = require "dsh.subprocess.session_ladder"
 local sysutil = require "dsh.sysutil"
 local schema = require "dsh.providers.pty_local.schema"
 
@@ -31,8 +31,7 @@ local M = {
 local NAME, LABEL = M.name, "local PTY"
 local codes = pty.codes
 -- this host's numbers (a local backend: the core's table, dsh.proc)
-local SIGHUP, SIGKILL, SIGTERM, SIGCONT = proc.signum("SIGHUP"), proc.signum("SIGKILL"), proc.signum("SIGTERM"),
-  proc.signum("SIGCONT")
+local SIGHUP, SIGTERM, SIGCONT = proc.signum("SIGHUP"), proc.signum("SIGTERM"), proc.signum("SIGCONT")
 
 -- /proc: fields of a process's stat after its command name.
 local function stat_fields(pid)
@@ -108,44 +107,40 @@ function Drv:wait()
   return self._exit:await()
 end
 
--- true once the session has no live member, false when deadline passed.
-function Drv:_gone_by(deadline)
-  local left = deadline - loop.now_ms()
-  if left > 0 then
-    async.timeout(left, function(signal) return self._p:wait_quiescent(signal) end)
-  end
-  local delay = 2
-  while true do
-    local _, pids = session_members(self.pid)
-    if #pids == 0 and self._p:quiescent() then return true end
-    if loop.now_ms() >= deadline then return false end
-    async.sleep(math.min(delay, math.max(1, deadline - loop.now_ms())))
-    delay = math.min(delay * 2, 100)
-  end
+-- The process groups with a live member in the session, as a list.
+local function groups_of(sid)
+  local out = {}
+  for g in pairs((session_members(sid))) do out[#out + 1] = g end
+  return out
 end
 
+-- The session's close ladder (dsh.subprocess.session_ladder) over /proc and
+-- the core's quiescence event for the shell's group.
 function Drv:close(grace_ms, reason)
   if self._closed then return true end
-  sysutil.kill(-self.pid, SIGHUP) -- a terminal's hangup; the shell passes it to its jobs
-  local groups = session_members(self.pid)
-  groups[self.pid] = true
-  for g in pairs(groups) do
-    sysutil.kill(-g, SIGTERM)
-    sysutil.kill(-g, SIGCONT) -- a stopped job would never see the TERM
-  end
-  if not self:_gone_by(loop.now_ms() + grace_ms) then
-    for g in pairs(session_members(self.pid)) do sysutil.kill(-g, SIGKILL) end
-    sysutil.kill(-self.pid, SIGKILL)
-    if not self:_gone_by(loop.now_ms() + grace_ms) then
-      local left, pids = session_members(self.pid)
-      local list = {}
-      for g in pairs(left) do list[#list + 1] = g end
-      table.sort(list)
-      local what = #list > 0 and ("surviving process groups: " .. table.concat(list, ", "))
-        or ("surviving pid: " .. (pids[1] or self.pid))
-      return nil, errors.new(codes.PTY_CLEANUP,
-        string.format("%s: %s cleanup failed (%s); %s", NAME, LABEL, reason, what))
-    end
+  local sid = self.pid
+  local ok, survivors = ladder.close(sid, grace_ms, {
+    groups = function() return groups_of(sid) end,
+    signal = function(sig)
+      local num = proc.signum(sig)
+      for _, g in ipairs(groups_of(sid)) do
+        sysutil.kill(-g, num)
+        if num == SIGTERM then sysutil.kill(-g, SIGCONT) end -- a stopped job would never see the TERM
+      end
+    end,
+    hangup = function() sysutil.kill(-sid, SIGHUP) end,
+    ended = function(ms)
+      async.timeout(ms, function(signal) return async.race_signal(self._exit, signal) end)
+      return self._exit:done()
+    end,
+    quiet = function(ms)
+      if self._p:quiescent() then return true end
+      return async.timeout(ms, function(signal) return self._p:wait_quiescent(signal) end) == true
+    end,
+  })
+  if not ok then
+    return nil, errors.new(codes.PTY_CLEANUP, string.format("%s: %s cleanup failed (%s); %s", NAME, LABEL, reason,
+      survivors))
   end
   self._closed = true
   self._p:close()

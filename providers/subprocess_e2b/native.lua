@@ -94,10 +94,17 @@ function Native:signal_foreground(sig)
   return self._client:signal_terminal(self.pid, sig, { foreground = true })
 end
 
+--- To every group of the session natively (dshd sends SIGCONT after a
+-- SIGTERM itself); listing them is remote.lua's (a command in the sandbox).
+function Native:signal_session(sig)
+  if not sessions(self) then return remote.Proc.signal_session(self, sig) end
+  local ok, err = self._client:signal_terminal(self.pid, sig, { session = true })
+  if not ok and err.code == "not_found" then return true end -- nothing of it is left
+  return ok, err
+end
+
 function Native:kill_session()
-  if not sessions(self) then return remote.Proc.kill_session(self) end
-  self._client:signal_terminal(self.pid, "SIGKILL", { session = true })
-  return true
+  return self:signal_session("SIGKILL")
 end
 
 --- true once the group is empty (WatchGroup ends), false when signal

@@ -138,10 +138,15 @@ function Proc:resize(rows, cols)
   return self._client:update_pty(self._envd_pid, rows, cols)
 end
 
+-- The foreground group can end between the look and the kill (a loop's
+-- `sleep 0.05`): then the terminal has a new one, so look again.
 local FOREGROUND = [[
-fg=$(ps -o tpgid= -p "$1" 2>/dev/null); fg=${fg//[!0-9]/}
-if [ -z "$fg" ] || [ "$fg" -le 0 ]; then fg=$1; fi
-kill -s "$2" -- "-$fg" && echo "$fg"
+for try in 1 2 3; do
+  fg=$(ps -o tpgid= -p "$1" 2>/dev/null); fg=${fg//[!0-9]/}
+  if [ -z "$fg" ] || [ "$fg" -le 0 ]; then fg=$1; fi
+  kill -s "$2" -- "-$fg" 2>/dev/null && { echo "$fg"; exit 0; }
+done
+exit 1
 ]]
 
 --- Terminals: the signal to the terminal's foreground process group (a
@@ -170,11 +175,56 @@ function Proc:foreground()
   return fg
 end
 
+-- The process groups of session $1 with a live member, one per line, read
+-- from /proc by bash alone (no ps needed); with $2, that signal to each
+-- (and SIGCONT after SIGTERM: a stopped job would never see the TERM).
+M.SESSION_GROUPS = [[
+sid=$1 sig=$2 seen=" "
+for st in /proc/[0-9]*/stat; do
+  read -r line < "$st" 2>/dev/null || continue
+  set -f; set -- ${line##*")"}; set +f
+  [ "$4" = "$sid" ] || continue
+  case $1 in Z|X) continue;; esac
+  case $seen in *" $3 "*) continue;; esac
+  seen="$seen$3 "; echo "$3"
+  if [ -n "$sig" ] && [ "$3" -gt 1 ]; then
+    kill -s "$sig" -- "-$3" 2>/dev/null
+    [ "$sig" = TERM ] && kill -s CONT -- "-$3" 2>/dev/null
+  fi
+done
+exit 0
+]]
+
+local function session_script(self, sig)
+  local r, err = self._backend.e2b:exec({ "/bin/bash", "-c", M.SESSION_GROUPS, "dsh-e2b", tostring(self.pid),
+    sig or "" })
+  if not r then return nil, err end
+  if r.exit_code ~= 0 then
+    return nil, errors.new("internal", "listing the terminal's session failed: " .. (r.stderr or ""))
+  end
+  local out = {}
+  for g in r.stdout:gmatch("%d+") do out[#out + 1] = tonumber(g) end
+  return out
+end
+
+--- Terminals: the process groups with a live member in the terminal's
+-- session (a command run in the sandbox).
+function Proc:session_groups()
+  return session_script(self)
+end
+
+--- Terminals: sig to every process group of the session (SIGTERM: then SIGCONT).
+function Proc:signal_session(sig)
+  local num = type(sig) == "number" and sig or signals.number(sig)
+  if not num then errors.misuse(NAME, "signal_session: unknown signal %s", tostring(sig)) end
+  local ok, err = session_script(self, (signals.name(num) or ""):gsub("^SIG", ""))
+  if not ok then return nil, err end
+  return true
+end
+
 --- Terminals: SIGKILL whatever is left in the session (job groups of a shell).
 function Proc:kill_session()
-  local kill = [[pkill -KILL -s "$1"; exit 0]]
-  self._backend.e2b:exec({ "/bin/bash", "-c", kill, "dsh-e2b", tostring(self.pid) })
-  return true
+  return self:signal_session("SIGKILL")
 end
 
 --- Delete spill files (and their directory); errors are ignored (§6.4 item 7).

@@ -123,9 +123,10 @@ function Proc:signal_foreground(sig)
   return fg
 end
 
---- SIGKILL every process left in the session the terminal's leader created.
-function Proc:kill_session()
-  local sid = tostring(self.pid)
+-- Process groups with a live member in session sid (fields 3-6 of /proc/<pid>/stat
+-- after the command name: state, ppid, pgrp, session).
+local function session_groups(sid)
+  local want, seen, out = tostring(sid), {}, {}
   for name in lfs.dir("/proc") do
     if name:match("^%d+$") then
       local stat = sysutil.read_file("/proc/" .. name .. "/stat") or ""
@@ -135,10 +136,36 @@ function Proc:kill_session()
         f[#f + 1] = x
         if #f == 4 then break end
       end
-      if f[4] == sid then sysutil.kill(tonumber(name), 9) end -- field 6: session
+      if f[4] == want and f[1] ~= "Z" and f[1] ~= "X" and not seen[f[3]] then
+        seen[f[3]] = true
+        out[#out + 1] = tonumber(f[3])
+      end
+    end
+  end
+  return out
+end
+
+--- Terminals: the process groups with a live member in the leader's session.
+function Proc:session_groups()
+  return session_groups(self.pid)
+end
+
+--- Terminals: sig to every process group of the session (SIGTERM also SIGCONT).
+function Proc:signal_session(sig)
+  local num = proc.signum(sig)
+  if not num then errors.misuse(NAME, "signal_session: unknown signal %s", tostring(sig)) end
+  for _, g in ipairs(session_groups(self.pid)) do
+    if g > 1 then
+      sysutil.kill(-g, num)
+      if sig == "SIGTERM" then sysutil.kill(-g, proc.signum("SIGCONT")) end
     end
   end
   return true
+end
+
+--- SIGKILL every process left in the session the terminal's leader created.
+function Proc:kill_session()
+  return self:signal_session("SIGKILL")
 end
 
 function Proc:terminate(grace_ms)

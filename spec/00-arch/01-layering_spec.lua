@@ -41,6 +41,7 @@ local BINDINGS = {
   "loop", "http", "proc", "envelope", "frame", "lspframe", "base64", "utf8", "ledger", "sha256", "hostfs",
   "sysutil", "envd_events", "termscreen", "termtext",
   "tty", -- the host's own terminal (raw mode, window size, stdin on the loop) for `dsh shell`
+  "hostwatch", -- inotify on the loop, for fs-local's watch
 }
 
 local function binding_paths()
@@ -76,7 +77,7 @@ local LAYERS = {
   { name = "envd client", paths = { "^lua/dsh/envd%.lua$", "^lua/dsh/envd/" } },
   { name = "local sandbox", paths = { "^lua/dsh/sandbox%.lua$", "^lua/dsh/sandbox/" } },
   { name = "application", paths = { "^bin/dsh$", "^lua/dsh/cli%.lua$", "^lua/dsh/poc%.lua$", "^lua/dsh/poc/",
-    "^lua/dsh/shell%.lua$" } },
+    "^lua/dsh/shell%.lua$", "^lua/dsh/shell/" } },
   { name = "local provider", paths = { "^providers/[%w_]+_local/", "^providers/e2b/local_backend%.lua$" } },
   { name = "provider", paths = {
     "^providers/e2b/", "^providers/[%w_]+_e2b/", "^providers/overlay/", "^providers/bash/",

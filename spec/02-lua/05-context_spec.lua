@@ -53,9 +53,82 @@ describe("dsh.context", function()
     assert.is_nil(ok)
     assert.equal("E2B_SETUP", err.code)
     assert.same({ "undo dir", "undo sandbox" }, log)
-    assert.is_nil(ctx.e2b)
+    assert.is_nil(ctx:get("e2b"))
+    assert.has_error(function() return ctx.e2b end,
+      "dsh.context: ctx.e2b: not available: ctx:start() failed (E2B_SETUP: makeDir failed)")
     assert.is_false(dependent_ran)
     ctx:dispose()
+  end)
+
+  it("rolls back a failed start: every provider it set up, dependents first, told why", function()
+    local log = {}
+    local function logged(name, provides, inject, fail_with)
+      return provider(name, provides, inject, function(scope)
+        scope:on_dispose(function(why) log[#log + 1] = name .. " " .. why end)
+        if fail_with then return nil, errors.new(fail_with, name .. " failed") end
+        return { name = name }
+      end)
+    end
+    local ctx = context.new()
+    ctx:use(logged("e2b", "e2b", {}))
+    assert.is_true(ctx:start()) -- committed: a later failed start leaves it
+    ctx:use(logged("fs", "fs", { "e2b" }))
+    ctx:use(logged("sub", "subprocess", { "e2b" }))
+    ctx:use(logged("bash", "bash", { "subprocess" }))
+    ctx:use(logged("lsp", "lsp", { "subprocess" }, "LSP_SERVER_FAILED"))
+    local ok, err = ctx:start()
+    assert.is_nil(ok)
+    assert.same({ "LSP_SERVER_FAILED", "lsp failed" }, { err.code, err.message })
+    -- the failed one undid itself; then the others, in reverse order of setup
+    assert.same({ "lsp rollback", "bash rollback", "sub rollback", "fs rollback" }, log)
+    assert.equal("e2b", ctx.e2b.name) -- set up by the start before
+    for _, key in ipairs { "fs", "subprocess", "bash", "lsp" } do
+      assert.is_nil(ctx:get(key))
+      assert.has_error(function() return ctx[key] end,
+        "dsh.context: ctx." .. key .. ": not available: ctx:start() failed (LSP_SERVER_FAILED: lsp failed)")
+    end
+    local again, aerr = ctx:start() -- the same answer, nothing set up again
+    assert.is_nil(again)
+    assert.equal(err, aerr)
+    log = {}
+    assert.is_true(ctx:dispose())
+    assert.same({ "e2b dispose" }, log)
+  end)
+
+  it("rolls back a start that fails on a missing service, and keeps the rollback's failures", function()
+    local log = {}
+    local ctx = context.new()
+    ctx:use(provider("e2b", "e2b", {}, function(scope)
+      scope:on_dispose(function(why)
+        log[#log + 1] = why
+        return nil, errors.new("E2B_SETUP", "kill failed")
+      end)
+      return {}
+    end))
+    ctx:use(provider("lsp", "lsp", { "subprocess" }, function() return {} end))
+    local ok, err = ctx:start()
+    assert.is_nil(ok)
+    assert.same({ "rollback" }, log)
+    assert.equal("SETUP_FAILED", err.code)
+    assert.same({ "DEPENDENCY_MISSING", "E2B_SETUP" }, { err.errors[1].code, err.errors[2].code })
+    assert.matches('^dsh.context: start failed and so did its rollback: 2 failures: lsp: injects "subprocess"',
+      err.message)
+    assert.is_true(ctx:dispose()) -- nothing left to dispose
+    assert.same({ "rollback" }, log)
+  end)
+
+  it("raises for a service used before start(), naming start(); get and unknown keys give nil", function()
+    local ctx = context.new()
+    ctx:use(provider("dsh-bash", "bash", {}, function() return { run = true } end))
+    local ok, msg = pcall(function() return ctx.bash end)
+    assert.is_false(ok)
+    assert.matches("05%-context_spec%.lua:%d+: dsh%.context: ctx%.bash: not set up yet %(by dsh%-bash%): "
+      .. "call ctx:start%(%) first$", msg)
+    assert.is_nil(ctx:get("bash"))
+    assert.is_nil(ctx.fs) -- nobody offers it
+    assert.is_true(ctx:start())
+    assert.is_true(ctx.bash.run)
+    assert.is_true(ctx:dispose())
   end)
 
   it("turns a raised setup error into a failure and still rolls back", function()

@@ -88,6 +88,38 @@ describe("misuse", function()
     raises_here("dsh.bash: run: timeout must be a positive integer number of milliseconds",
       function() bash:run { command = "true", timeout = 0 } end)
     raises_here("dsh.bash: run: command: expected string, got nil", function() bash:run {} end)
+    -- an unknown option is named, with the one meant
+    raises_here('dsh.bash: run: unknown option "cmd" (did you mean "command"?)', function() bash:run { cmd = "ls" } end)
+    raises_here('dsh.bash: run: unknown option "comand" (did you mean "command"?)',
+      function() bash:run { comand = "ls" } end)
+    raises_here('dsh.bash: run: unknown option "cwd" (did you mean "workdir"?)',
+      function() bash:run { command = "ls", cwd = "/" } end)
+    raises_here('dsh.bash: start: unknown option "timeout" (options: command, workdir, env, stdin, signal)',
+      function() bash:start { command = "ls", timeout = 5 } end)
+    raises_here('dsh.bash: run: unknown option "frobnicate" (options: command, timeout, workdir, env, stdin, signal)',
+      function() bash:run { command = "ls", frobnicate = true } end)
+  end)
+
+  it("of a service before ctx:start() names start() and points here", function()
+    local ctx = context.new():use(fs_local, {})
+    raises_here("dsh.context: ctx.fs: not set up yet (by fs-local): call ctx:start() first",
+      function() return ctx.fs:readText("x") end)
+    assert.is_nil(ctx:get("fs"))
+    ctx:dispose()
+  end)
+
+  it("of a sandbox's envd client after kill points here", function()
+    helpers.isolate_state()
+    local ok, err = pcall(helpers.run, function()
+      local sb = assert(require("dsh.sandbox").create { network = false })
+      local p = assert(sb.envd:start { cmd = "/bin/cat", stdin = true })
+      assert(sb:kill())
+      raises_here("dsh.envd: start: client is closed", function() sb.envd:start { cmd = "/bin/true" } end)
+      raises_here("dsh.envd: call: client is closed", function() p:send_stdin("x") end)
+      p:close()
+    end)
+    helpers.restore_state()
+    assert(ok, err)
   end)
 
   it("inside a task points at the task's line too", function()

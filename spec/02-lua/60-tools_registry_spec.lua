@@ -8,7 +8,7 @@ local json = require "dsh.json"
 local tools = require "dsh.tools"
 local check = require "dsh.tools._check"
 
-local ALL = { "bash", "bash_output", "kill_shell", "read", "write", "edit", "list", "terminal_open",
+local ALL = { "bash", "bash_output", "kill_shell", "read", "write", "edit", "list", "watch", "terminal_open",
   "terminal_send", "terminal_read", "terminal_screen", "terminal_signal", "terminal_close", "terminal_list",
   "lsp", "run_code" }
 
@@ -112,6 +112,24 @@ describe("dsh.tools definitions", function()
     end
   end)
 
+  it("names every parameter in one casing, snake_case, and docs/tools.md lists each tool's", function()
+    local doc = assert(require("helpers").read_file(require("helpers").root .. "/docs/tools.md"))
+    for _, t in ipairs(tools.all()) do
+      local section = doc:match("\n### `" .. t.name .. "`\n(.-)\n#")
+      assert.is_truthy(section, "docs/tools.md has no parameter section for " .. t.name)
+      local listed = {}
+      for name in section:gmatch("\n| `([^`]+)` |") do listed[name] = true end
+      for name in pairs(t.parameters.properties) do
+        assert.matches("^[a-z][a-z0-9]*_?[a-z0-9_]*$", name, t.name)
+        assert.is_nil(name:find("%u"), t.name .. "." .. name)
+        assert.is_true(listed[name] == true, t.name .. "." .. name .. " is not in docs/tools.md")
+        listed[name] = nil
+      end
+      assert.is_nil(next(listed), t.name .. ": docs/tools.md lists a parameter it does not have: "
+        .. tostring(next(listed)))
+    end
+  end)
+
   it("gives OpenAI strict-mode definitions for every tool, checked rule by rule", function()
     local defs = tools.openai(tools.all())
     assert.equal(#ALL, #defs)
@@ -179,7 +197,7 @@ describe("dsh.tools definitions", function()
     end
     -- (a table of services: only their presence matters here; 61- runs them)
     assert.same({}, names({}))
-    assert.same({ "read", "write", "edit", "list" }, names({ fs = {} }))
+    assert.same({ "read", "write", "edit", "list", "watch" }, names({ fs = {} }))
     assert.same({ "bash", "bash_output", "kill_shell", "lsp" }, names({ bash = {}, lsp = {} }))
     assert.same({ "edit", "run_code" }, names({ fs = {}, codeRuntime = {} }, { only = { "run_code", "edit" } }))
   end)
@@ -251,15 +269,15 @@ describe("dsh.tools argument decoding", function()
   end)
 
   it("checks arguments against a schema with messages a model can act on", function()
-    local p = tools.all()[12].parameters -- terminal_signal: sessionId, signal (enum)
-    assert.same({ sessionId = "pty-1", signal = "INT" }, check.args(p, { sessionId = "pty-1", signal = "INT" }))
+    local p = tools.all()[13].parameters -- terminal_signal: session_id, signal (enum)
+    assert.same({ session_id = "pty-1", signal = "INT" }, check.args(p, { session_id = "pty-1", signal = "INT" }))
     local function msg(args) return select(2, check.args(p, args)) end
-    assert.equal('missing required parameter "signal"', msg { sessionId = "pty-1" })
-    assert.equal('missing required parameter "signal"', msg { sessionId = "pty-1", signal = json.null })
+    assert.equal('missing required parameter "signal"', msg { session_id = "pty-1" })
+    assert.equal('missing required parameter "signal"', msg { session_id = "pty-1", signal = json.null })
     assert.equal('"signal" must be one of INT, TERM, KILL, TSTP, HUP, got "STOP"',
-      msg { sessionId = "p", signal = "STOP" })
-    assert.equal('"sessionId" must be a string, got integer', msg { sessionId = 1, signal = "INT" })
-    assert.equal('unknown parameter "session_id" (did you mean "sessionId"?)', msg { session_id = "p", signal = "INT" })
+      msg { session_id = "p", signal = "STOP" })
+    assert.equal('"session_id" must be a string, got integer', msg { session_id = 1, signal = "INT" })
+    assert.equal('unknown parameter "sessionId" (did you mean "session_id"?)', msg { sessionId = "p", signal = "INT" })
     assert.equal('unknown parameter "zzzzzzzz"', msg { zzzzzzzz = 1 })
     assert.equal("the arguments must be a JSON object, got array", msg { 1, 2 })
     assert.equal("the arguments must be a JSON object, got string", msg "x")
@@ -269,6 +287,6 @@ describe("dsh.tools argument decoding", function()
     assert.equal('"limit" must be an integer, got number', select(2, check.args(read, { path = "a", limit = 1.5 })))
     assert.equal("Parameters: limit (integer, optional); offset (integer, optional); path (string, required).",
       check.usage(read))
-    assert.equal("This tool takes no parameters: send {}.", check.usage(tools.all()[14].parameters))
+    assert.equal("This tool takes no parameters: send {}.", check.usage(tools.all()[15].parameters))
   end)
 end)

@@ -7,6 +7,7 @@ local D = require "helpers.dshd"
 local async = require "dsh.async"
 local helpers = require "helpers"
 local tools = require "dsh.tools"
+local json_null = require("dsh.json").null
 
 local function compose()
   return helpers.start_context {
@@ -164,6 +165,11 @@ describe("dsh.tools on a local sandbox", function()
           "does not exist. Read it again before you change it (write creates a file that does not exist)." },
         { "read", { path = "a.txt", offset = 9 }, "INVALID_ARGUMENT",
           "offset 9 is past the end of the file (2 lines)" },
+        -- a read-only file system says so, also before the file was read, and names no temporary file
+        { "write", { path = "/etc/hostname", content = "x\n" }, "FS_PERMISSION_DENIED",
+          'Error: cannot write "/etc/hostname": the file system is read-only. That path cannot be changed; work' },
+        { "write", { path = "/usr/dsh-new.txt", content = "x\n" }, "FS_PERMISSION_DENIED",
+          'Error: cannot write "/usr/dsh-new.txt": the file system is read-only. That path cannot be changed' },
       }
       for _, c in ipairs(cases) do
         local r = call(c[1], c[2])
@@ -172,6 +178,15 @@ describe("dsh.tools on a local sandbox", function()
         assert.same({ code = c[3], message = r.error.message }, r.data)
         assert.matches("^Error: ", r.text)
         assert.is_truthy(r.text:find(c[4], 1, true), r.text)
+      end
+      -- after a read too, and for an edit
+      ok("read", { path = "/etc/hostname" })
+      for _, c in ipairs { { "write", { path = "/etc/hostname", content = "x\n" } },
+        { "edit", { path = "/etc/hostname", old_string = assert(ctx.fs:readText("/etc/hostname")).text,
+          new_string = "x\n" } } } do
+        local r = call(c[1], c[2])
+        assert.equal("FS_PERMISSION_DENIED", r.error.code, r.text)
+        assert.equal('cannot ' .. c[1] .. ' "/etc/hostname": the file system is read-only', r.error.message)
       end
     end)
   end)
@@ -202,22 +217,42 @@ describe("dsh.tools on a local sandbox", function()
     end)
   end)
 
+  it("waits for files to change instead of polling", function()
+    helpers.run(function()
+      assert(ctx.fs:makeDir("out"))
+      -- nothing changes: the wait ends at its timeout, saying so
+      local r = ok("watch", { path = "out", timeout_ms = 200, recursive = json_null, settle_ms = json_null })
+      assert.equal("no change under " .. ctx.e2b.cwd .. "/out within 200 ms", r.text)
+      -- a background command keeps writing its log: the call returns with the first changes it sees
+      local started = ok("bash", { command = "while :; do date >> out/tick.log; sleep 0.05; done",
+        run_in_background = true })
+      r = ok("watch", { path = "out", settle_ms = 300 })
+      assert.equal(1, r.text:find("changes under " .. ctx.e2b.cwd .. "/out:\n", 1, true), r.text)
+      assert.matches("\nwrite tick%.log %(x%d+%)", r.text)
+      assert.equal("tick.log", r.data.events[#r.data.events].name)
+      ok("kill_shell", { shell_id = started.data.id })
+      r = call("watch", { path = "out/tick.log" })
+      assert.equal("FS_NOT_DIRECTORY", r.error.code)
+      assert.matches("It is not a directory", r.text)
+    end)
+  end)
+
   it("drives a terminal with the context's own agent unless the host names one", function()
     helpers.run(function()
       local r = ok("terminal_open", { type = "shell", name = "t1" })
       local id = r.text:match("^started terminal session (pty%-%d+) %(t1%)")
       assert.is_string(id, r.text)
-      r = ok("terminal_send", { sessionId = id, text = "echo $((6 * 7))" })
+      r = ok("terminal_send", { session_id = id, text = "echo $((6 * 7))" })
       assert.matches("\n42\n", r.text)
       assert.matches("%[wait: stdin_read%]", r.text)
       assert.equal(id .. " (t1) [type: shell] running", ok("terminal_list", "{}").text)
       -- another agent does not see it
       local other = { id = "other" }
       assert.equal("(no terminal sessions)", ok("terminal_list", "{}", { agent = other }).text)
-      r = call("terminal_send", { sessionId = id, text = "ls" }, { agent = other })
+      r = call("terminal_send", { session_id = id, text = "ls" }, { agent = other })
       assert.equal("FOREIGN_SESSION", r.error.code)
       assert.matches("^Error: terminal_send: .*that session belongs to another agent", r.text)
-      assert.equal("closed terminal session " .. id, ok("terminal_close", { sessionId = id }).text)
+      assert.equal("closed terminal session " .. id, ok("terminal_close", { session_id = id }).text)
     end)
   end)
 
@@ -263,7 +298,7 @@ describe("dsh.tools on a local sandbox", function()
         { "read", '{"path": 7}', 'Error: read: "path" must be a string, got integer.' },
         { "read", '{"path": "a", "offset": 0}', 'Error: read: "offset" must be at least 1.' },
         { "bash", '{"command": "  "}', "Error: bash: command must be a non-empty string. Parameters: command" },
-        { "terminal_signal", '{"sessionId": "pty-1", "signal": "STOP"}',
+        { "terminal_signal", '{"session_id": "pty-1", "signal": "STOP"}',
           'Error: terminal_signal: "signal" must be one of INT, TERM, KILL, TSTP, HUP, got "STOP".' },
         { "run_code", '{"code": "return 1", "description": ""}', "Error: run_code: description must be a non-empty" },
         { "raed", "{}", 'Error: there is no tool "raed" (did you mean "read"?). Available tools: bash, bash_output,' },

@@ -166,10 +166,15 @@ end)
 describe("bin/dsh", function()
   D.use_state()
 
-  -- Run bin/dsh with args; returns exit code, stdout, stderr.
+  -- Run bin/dsh with args; returns exit code, stdout, stderr. With a
+  -- number first: under `timeout` that many seconds (a ceiling: a hang fails).
   local function dsh(...)
+    local argv = { helpers.root .. "/bin/dsh", ... }
+    if type(argv[2]) == "number" then
+      argv = { "timeout", "-k", "5", tostring(table.remove(argv, 2)), unpack(argv) }
+    end
     local p = assert(proc.spawn {
-      argv = { helpers.root .. "/bin/dsh", ... },
+      argv = argv,
       env = { PATH = os.getenv("PATH"), HOME = os.getenv("HOME") or "/root", DSH_STATE_DIR = helpers.state_dir,
         DSH_BUILD_DIR = helpers.build, LUA_PATH = package.path, LUA_CPATH = package.cpath },
     })
@@ -216,21 +221,100 @@ describe("bin/dsh", function()
     end)
   end)
 
-  it("rejects bad usage", function()
+  it("rejects bad usage with status 2, saying what was wrong", function()
     helpers.run(function()
       local code, out, err = dsh("sandbox")
       assert.same({ 2, "" }, { code, out })
       assert.matches("^usage: dsh sandbox create", err)
-      assert.same({ 1, "", "dsh: unknown option --bogus\n" }, { dsh("sandbox", "create", "--bogus") })
-      assert.same({ 1, "", "dsh: --on-timeout must be pause or kill\n" },
+      assert.is_nil(err:find("dsh exec", 1, true)) -- the usage of what was asked for
+      assert.same({ 2, "", "dsh: unknown option --bogus\n" }, { dsh("sandbox", "create", "--bogus") })
+      assert.same({ 2, "", "dsh: --on-timeout must be pause or kill\n" },
         { dsh("sandbox", "create", "--on-timeout", "later") })
-      assert.same({ 1, "", "dsh: --timeout-ms must be a positive integer\n" },
+      assert.same({ 2, "", "dsh: --timeout-ms must be a positive integer\n" },
         { dsh("sandbox", "create", "--timeout-ms", "-5") })
-      assert.same({ 1, "", "dsh: usage: dsh sandbox kill ID\n" }, { dsh("sandbox", "kill") })
+      assert.same({ 2, "", "dsh: usage: dsh sandbox kill ID\n" }, { dsh("sandbox", "kill") })
+      assert.same({ 2, "", "dsh: option --cwd needs a value\n" }, { dsh("exec", "--cwd") })
       code, out, err = dsh("exec", "someid", "true")
-      assert.same({ 1, "" }, { code, out })
-      assert.matches("^dsh: usage: dsh exec", err)
+      assert.same({ 2, "", "usage: dsh exec [--cwd DIR] [--env K=V]... [--timeout-ms N] ID -- CMD [ARGS...]\n" },
+        { code, out, err })
+      code, out, err = dsh("frobnicate")
+      assert.same({ 2, "" }, { code, out })
+      assert.matches("^dsh: unknown command frobnicate %(sandbox, exec, shell, poc or help%)\nusage: dsh sandbox", err)
+      code, out, err = dsh("sandbox", "frobnicate")
+      assert.same({ 2, "" }, { code, out })
+      assert.matches("^dsh: unknown sandbox command frobnicate %(create, list, connect, pause or kill%)\n"
+        .. "usage: dsh sandbox create", err)
       assert.same({}, sandbox.list()) -- nothing was created
+    end)
+  end)
+
+  it("lists every flag in its usage, on help's stdout", function()
+    helpers.run(function()
+      local code, out, err = dsh("help")
+      assert.same({ 0, "" }, { code, err })
+      local cli = require "dsh.cli"
+      assert.equal(cli.USAGE, out)
+      local n = 0
+      for cmd, flags in pairs(cli.FLAGS) do
+        -- the lines of the command: from "dsh <cmd> " to the next "dsh "
+        local text = out:match("dsh " .. cmd:gsub("%-", "%%-") .. " (.-)\n%s+dsh ")
+        assert.is_string(text, cmd)
+        for flag in pairs(flags) do
+          n = n + 1
+          assert.truthy(text:find("[--" .. flag, 1, true), cmd .. " --" .. flag .. " is not in the usage")
+        end
+      end
+      assert.is_true(n >= 11)
+      assert.truthy(out:find(require("dsh.shell").USAGE:gsub("^usage: ", ""), 1, true))
+      assert.truthy(out:find("dsh poc [--cloud]", 1, true))
+    end)
+  end)
+
+  it("exec exits as a shell would: 124 on its timeout, 127, 126, 128+N, each with one line saying why", function()
+    helpers.run(function()
+      local code, out, err = dsh("sandbox", "create", "--no-network")
+      assert.same({ 0, "" }, { code, err })
+      local id = out:match("^([a-z0-9]+)\n$")
+      finally(function() sandbox.kill(id) end)
+      assert.same({ 124, "started\n", "dsh: exec: timed out after 300 ms; the command's processes were killed\n" },
+        { dsh("exec", "--timeout-ms", "300", id, "--", "sh", "-c", "echo started; exec sleep 30") })
+      assert.same({ 127, "", "dsh: exec: no-such-command: command not found\n" },
+        { dsh("exec", id, "--", "no-such-command") })
+      assert.same({ 126, "", "dsh: exec: /etc/hostname: permission denied (not an executable file)\n" },
+        { dsh("exec", id, "--", "/etc/hostname") })
+      assert.same({ 128 + 11, "", "dsh: exec: the command was killed by SIGSEGV\n" },
+        { dsh("exec", id, "--", "sh", "-c", "kill -SEGV $$") })
+      assert.same({ 128 + 2, "", "" }, { dsh("exec", id, "--", "sh", "-c", "kill -INT $$") }) -- as bash: quiet
+      code, out, err = dsh("exec", id, "--", "sh", "-c", "kill -KILL $$")
+      local mem = listed(id).limits.memoryMb
+      assert.same({ 128 + 9, "", "dsh: exec: the command was killed by SIGKILL"
+        .. (mem and " (also how a process over the sandbox's " .. mem .. " MiB of memory ends)" or "") .. "\n" },
+        { code, out, err })
+      assert.same({ 1, "", "dsh: exec: cwd '/no-such-dir' does not exist\n" },
+        { dsh("exec", "--cwd", "/no-such-dir", id, "--", "true") })
+    end)
+  end)
+
+  it("exec returns at the command's exit; what it left in the background keeps running", function()
+    helpers.run(function()
+      local code, out, err = dsh("sandbox", "create", "--no-network")
+      assert.same({ 0, "" }, { code, err })
+      local id = out:match("^([a-z0-9]+)\n$")
+      finally(function() sandbox.kill(id) end)
+      assert.same({ 7, "before\n", "" }, { dsh(120, "exec", id, "--", "bash", "-c",
+        "sleep 1000 & echo $! > /tmp/bg.pid; echo before; exit 7") })
+      assert.same({ 0, "alive\n", "" },
+        { dsh("exec", id, "--", "sh", "-c", "kill -0 $(cat /tmp/bg.pid) && echo alive") })
+      -- and so does the raw envd client's wait()
+      local sb = assert(sandbox.connect(id))
+      local p = assert(sb.envd:start { cmd = "/bin/bash", args = { "-c", "echo again; sleep 1000 & exit 3" } })
+      local r = assert(async.timeout(120000, function() return p:wait() end)) -- a ceiling: a hang fails
+      p:close()
+      assert.same({ 3, "again\n" }, { r.exit_code, r.stdout })
+      p = assert(sb.envd:start { cmd = "/usr/bin/pgrep", args = { "-c", "-x", "sleep" } })
+      assert.equal("2\n", assert(p:wait()).stdout)
+      p:close()
+      sb:close()
     end)
   end)
 end)

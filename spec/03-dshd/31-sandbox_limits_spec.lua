@@ -305,9 +305,10 @@ describe("local sandbox limits", function()
         if s.id == id then listed = s end
       end
       assert.same({ 100, 256, 0.5 }, { listed.limits.maxProcesses, listed.limits.memoryMb, listed.limits.cpus })
-      assert.same({ 1, "", "dsh: --max-processes must be an integer from 16 to 4194304\n" },
+      -- bad usage: status 2
+      assert.same({ 2, "", "dsh: --max-processes must be an integer from 16 to 4194304\n" },
         { dsh("sandbox", "create", "--max-processes", "3") })
-      assert.same({ 1, "", "dsh: --cpus must be a positive number\n" }, { dsh("sandbox", "create", "--cpus", "x") })
+      assert.same({ 2, "", "dsh: --cpus must be a positive number\n" }, { dsh("sandbox", "create", "--cpus", "x") })
     end)
   end)
 end)

@@ -130,6 +130,11 @@ describe("dsh-e2b", function()
           end
           rejects({ cwd = "work" }, "dsh-e2b: cwd must be an absolute Linux path: work")
           rejects({ cwd = "" }, "dsh-e2b: cwd must be an absolute Linux path: ")
+          for _, root in ipairs { "tmp/x", "/", "//", "/a\0b" } do
+            rejects({ runtimeRoot = root },
+              "dsh-e2b: runtimeRoot must be an absolute Linux path other than /: " .. root)
+          end
+          rejects({ runtimeRoot = "/srv/w/", cwd = "/srv/w" }, "dsh-e2b: runtimeRoot must not be cwd (/srv/w)")
           for _, t in ipairs { 0, -1, 0 / 0, math.huge, "1000" } do
             local ok, err = pcall(new_ctx, B.config { timeoutMs = t })
             assert.is_false(ok)
@@ -153,7 +158,7 @@ describe("dsh-e2b", function()
             local ctx = started(B.config {})
             local svc = ctx.e2b
             assert.equal("/home/user/workspace", svc.cwd)
-            assert.equal("/home/user/workspace/.dsh-e2b", svc.runtimeRoot)
+            assert.equal("/tmp/.dsh-e2b", svc.runtimeRoot) -- outside the workspace
             assert.is_true(svc.created)
             assert.equal("pause", svc.timeoutMode)
             assert.equal("kill", svc.disposeMode)
@@ -162,9 +167,11 @@ describe("dsh-e2b", function()
             assert.matches("^[a-z0-9]+$", id)
             assert.equal(id, assert(svc:getSandbox()).id)
             assert.equal("running", B.state(id))
-            -- setup made cwd, then the runtime root inside it, then chmod 700
+            -- setup made cwd, then the runtime root, then chmod 700; nothing of
+            -- dsh's is in the workspace
             assert.equal("directory 755\ndirectory 700\n",
-              out(svc, "stat -c '%F %a' /home/user/workspace /home/user/workspace/.dsh-e2b"))
+              out(svc, "stat -c '%F %a' /home/user/workspace /tmp/.dsh-e2b"))
+            assert.equal("", out(svc, "ls -A /home/user/workspace"))
             if B.cloud then
               local calls = S:calls(mark)
               assert.equal(1, #calls)
@@ -206,11 +213,31 @@ describe("dsh-e2b", function()
           end)
         end)
 
+      it("keeps its runtime files out of the workspace: a long output spills under /tmp/.dsh-e2b", function()
+        helpers.run(function()
+          local ctx = helpers.start_context { { e2b, B.config {} }, require "dsh.providers.subprocess_e2b",
+            { require "dsh.providers.bash", { maxOutputBytes = 1000 } } }
+          local ok, err = pcall(function()
+            local r = assert(ctx.bash:run { command = "head -c 200000 /dev/zero | tr '\\0' x" })
+            assert.same({ 0, 200000, 1000 }, { r.exitCode, r.stdout.total, #r.stdout.text })
+            assert.matches("^/tmp/%.dsh%-e2b/processes/[^/]+/stdout%.log$", r.stdout.spillPath)
+            assert.equal("200000\n", out(ctx.e2b, "wc -c < " .. r.stdout.spillPath))
+            -- nothing of dsh's is in the workspace for `git add -A` to pick up
+            assert.equal("", out(ctx.e2b, "find /home/user/workspace -mindepth 1"))
+            assert.equal("700\n", out(ctx.e2b, "stat -c %a /tmp/.dsh-e2b"))
+          end)
+          ctx:dispose()
+          assert(ok, err)
+        end)
+      end)
+
       it("carries timeout, envs, metadata and onTimeout to the sandbox; onDispose pause pauses only and keeps"
         .. " the files; a later sandboxId resumes it (§6.1.5, §6.1.7)", function()
         helpers.run(function()
           local cwd = "/home/user/projects/a b"
-          local cfg = { cwd = cwd .. "/", timeoutMs = 60000, onTimeout = "kill", onDispose = "pause",
+          -- the reference's layout, asked for: the runtime root inside cwd
+          local cfg = { cwd = cwd .. "/", runtimeRoot = cwd .. "/.dsh-e2b/", timeoutMs = 60000, onTimeout = "kill",
+            onDispose = "pause",
             envs = { SPEC_VALUE = "from-create" }, metadata = { purpose = "e2b-spec" } }
           if B.cloud then
             cfg.template = "agent-template"
@@ -299,7 +326,7 @@ describe("dsh-e2b", function()
             assert.is_false(ctx.e2b.created)
             assert.equal("leave", ctx.e2b.disposeMode)
             assert.equal(id, ctx.e2b:sandboxId())
-            assert.equal("700\n", out(ctx.e2b, "stat -c %a /home/user/workspace/.dsh-e2b"))
+            assert.equal("700\n", out(ctx.e2b, "stat -c %a /tmp/.dsh-e2b"))
             if B.cloud then
               assert.same({ { method = "POST", path = "/sandboxes/" .. id .. "/connect", key = S.key,
                 status = 200, body = { timeout = 90 } } }, S:calls(mark))
@@ -360,7 +387,7 @@ describe("dsh-e2b", function()
             assert.equal("internal", err.code) -- envd's code for a failed mkdir/stat
             assert.matches(cwd, err.message, 1, true)
             assert.matches(why, err.message)
-            assert.is_nil(ctx.e2b)
+            assert.is_nil(ctx:get("e2b"))
             assert.equal(before, B.count())
             if B.cloud then
               local calls = S:calls(mark)
@@ -375,6 +402,37 @@ describe("dsh-e2b", function()
           end
         end)
       end)
+
+      it("a failed start kills the sandbox it created, whatever onDispose says; a reconnected one is let go",
+        function()
+          helpers.run(function()
+            for _, mode in ipairs { "kill", "pause", "leave" } do
+              local before, mark = B.count(), S:mark()
+              -- bash injects ctx.subprocess, which nobody offers: the e2b setup succeeds, the start fails
+              local ctx = new_ctx(B.config { onDispose = mode }):use(require "dsh.providers.bash")
+              local ok, err = ctx:start()
+              assert.is_nil(ok)
+              assert.equal("DEPENDENCY_MISSING", err.code)
+              assert.equal(before, B.count())
+              assert.has_error(function() return ctx.e2b end, "dsh.context: ctx.e2b: not available: ctx:start() "
+                .. 'failed (DEPENDENCY_MISSING: bash: injects "subprocess", which no provider offers)')
+              if B.cloud then
+                local calls = S:calls(mark)
+                assert.same({ "POST", "DELETE" }, { calls[1].method, calls[2] and calls[2].method })
+              else
+                assert.same({}, E.procs_with(helpers.state_dir, true))
+              end
+              assert.is_true(ctx:dispose())
+            end
+            local id = B.create()
+            local ctx = new_ctx(B.config { sandboxId = id }):use(require "dsh.providers.bash")
+            assert.is_nil(ctx:start())
+            assert.equal("running", B.state(id))
+            assert.is_true(ctx:dispose())
+            assert.equal("running", B.state(id))
+            B.kill(id)
+          end)
+        end)
 
       it("never kills a reconnected sandbox whose setup fails (§6.1.10)", function()
         helpers.run(function()

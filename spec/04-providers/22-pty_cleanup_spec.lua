@@ -1,9 +1,12 @@
 -- Cleanups that fail, for real: a process frozen by the cgroup v1 freezer
 -- does not die of SIGKILL until it is thawed (it stays in state D), so a
--- terminal whose job is frozen cannot be closed. pty-local on this machine
--- (it needs root and the freezer hierarchy; without them the specs say so
--- as pending). Reference §6.5 items 4, 16, 18 and the registry's cleanup error.
+-- terminal whose job is frozen cannot be closed. pty-local on this machine,
+-- and pty-e2b on a local sandbox (its job frozen from here, by its host pid)
+-- (they need root and the freezer hierarchy; without them the specs say so
+-- as pending). Reference §6.5 items 4, 16, 17, 18 and the registry's cleanup
+-- error: a failed close is reported, the session kept, and a retry succeeds.
 local async = require "dsh.async"
+local D = require "helpers.dshd"
 local helpers = require "helpers"
 local lfs = require "lfs"
 local pty = require "dsh.pty"
@@ -136,6 +139,63 @@ describe("pty cleanups that fail", function()
       cg.thaw()
       assert.is_true(ctx.pty:closeOwner(agent))
       assert.is_false(helpers.pid_alive(pid))
+    end)
+  end)
+end)
+
+-- The host pid of the one process whose command line starts with marker.
+local function host_pid(marker)
+  for name in lfs.dir("/proc") do
+    if name:match("^%d+$") then
+      local cmd = sys.read_file("/proc/" .. name .. "/cmdline") or ""
+      if cmd:sub(1, #marker) == marker then return tonumber(name) end
+    end
+  end
+end
+
+describe("pty-e2b cleanups that fail", function()
+  D.use_state()
+
+  if not freezer_usable() then
+    pending("needs root and a cgroup v1 freezer hierarchy")
+    return
+  end
+
+  it("a frozen job fails the close, naming its group; the session stays; a retry after the thaw succeeds", function()
+    helpers.run(function()
+      local ctx = helpers.start_context {
+        { require "dsh.providers.e2b", {} }, require "dsh.providers.subprocess_e2b", pty.provider,
+        { require "dsh.providers.pty_e2b", { pollIntervalMs = 25, idleSilenceMs = 1000, disposeGraceMs = 200 } },
+      }
+      local cg = cgroup()
+      local ok, err = xpcall(function()
+        local agent = { id = "a" }
+        local s = assert(ctx.pty:spawn(agent, { type = "shell" }))
+        local marker = "dsh-frozen-" .. sys.random_hex(4)
+        local r = assert(assert(ctx.pty:startSend(agent, s.id, { text = "bash -c 'exec -a " .. marker
+          .. " sleep 300' & echo job=$!", submit = true })):wait())
+        local job = assert(tonumber(r.viewport:match("job=(%d+)")), r.viewport)
+        local pid
+        assert.truthy(helpers.eventually(function()
+          pid = host_pid(marker)
+          return pid
+        end, 10000))
+        cg.freeze(pid)
+        local kok, kerr = ctx.pty:kill(agent, s.id)
+        assert.is_nil(kok)
+        assert.equal("PTY_CLEANUP", kerr.code)
+        assert.equal("pty-e2b: E2B PTY cleanup failed (killed); surviving process groups: " .. job, kerr.message)
+        assert.equal(1, #ctx.pty:list(agent)) -- still there, to be retried
+        cg.thaw()
+        assert.is_true(ctx.pty:kill(agent, s.id))
+        assert.is_false(helpers.pid_alive(pid))
+        assert.same({}, ctx.pty:list(agent))
+      end, debug.traceback)
+      cg.thaw()
+      local dok, derr = ctx:dispose()
+      cg.remove()
+      if not ok then error(err, 0) end
+      assert(dok, tostring(derr))
     end)
   end)
 end)

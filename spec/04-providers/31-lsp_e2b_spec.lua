@@ -100,19 +100,31 @@ describe("lsp-e2b on local sandboxes", function()
       end)
     end)
 
-    it("resolves every command in the sandbox when the context starts", function()
+    it("resolves every command in the sandbox when the context starts; a missing one says what to do and"
+      .. " leaves no sandbox", function()
       helpers.run(function()
-        local ctx = context.new()
-        ctx:use(require "dsh.providers.e2b", {})
-        ctx:use(require "dsh.providers.subprocess_e2b")
-        ctx:use(lsp.provider)
-        ctx:use(lsp_e2b, { servers = { fx = { command = "no-such-language-server", extensionToLanguage = ext } } })
-        local ok, err = ctx:start()
-        assert.is_nil(ok)
-        assert.equal("LSP_UNAVAILABLE", err.code)
-        assert.equal('lsp-e2b: server "fx": E2B executable "no-such-language-server" did not resolve to one '
-          .. "absolute path", err.message)
-        assert(ctx:dispose())
+        local cases = {
+          { "no-such-language-server", 'lsp-e2b: server "fx": its command "no-such-language-server" is not '
+            .. "installed (not found on the PATH) in the sandbox: install it in the sandbox, set "
+            .. "servers.fx.command to its absolute path, or leave the server out" },
+          { "/etc/hostname", 'lsp-e2b: server "fx": its command "/etc/hostname" is not an executable file in the '
+            .. "sandbox: install it in the sandbox, set servers.fx.command to its absolute path, or leave the "
+            .. "server out" },
+        }
+        for _, c in ipairs(cases) do
+          local before = #require("dsh.sandbox").list()
+          local ctx = context.new()
+          ctx:use(require "dsh.providers.e2b", {})
+          ctx:use(require "dsh.providers.subprocess_e2b")
+          ctx:use(lsp.provider)
+          ctx:use(lsp_e2b, { servers = { fx = { command = c[1], extensionToLanguage = ext } } })
+          local ok, err = ctx:start()
+          assert.is_nil(ok)
+          assert.equal("LSP_UNAVAILABLE", err.code)
+          assert.equal(c[2], err.message)
+          assert.equal(before, #require("dsh.sandbox").list()) -- the failed start killed its sandbox
+          assert(ctx:dispose())
+        end
       end)
     end)
 
@@ -122,6 +134,7 @@ describe("lsp-e2b on local sandboxes", function()
         ctx:use(require "dsh.providers.e2b", {})
         ctx:use(require "dsh.providers.subprocess_e2b")
         ctx:use(lsp.provider)
+        assert(ctx:start()) -- the registry stays when the next start fails (only what it set up is undone)
         ctx:use(lsp_e2b, { servers = {
           a = { command = "luajit", extensionToLanguage = { [".a"] = "a" } },
           b = { command = "luajit", extensionToLanguage = { [".b"] = "b", [".B"] = "b" } },

@@ -79,7 +79,7 @@ describe("terminals in the composition", function()
         local text = assert(terminal.tools.terminal_open.run(ctx, { type = "shell", name = "tools" }, opts))
         assert.truthy(text:find("^started terminal session pty%-%d+ %(tools%) %[type: shell%]\n"))
         local id = text:match("(pty%-%d+)")
-        text = assert(terminal.tools.terminal_send.run(ctx, { sessionId = id, text = "cat from-fs.txt" }, opts))
+        text = assert(terminal.tools.terminal_send.run(ctx, { session_id = id, text = "cat from-fs.txt" }, opts))
         assert.truthy(text:find("written-by-fs\ndsh> \n[wait: stdin_read]\n[session: running]", 1, true), text)
         assert.truthy(terminal.tools.terminal_list.run(ctx, {}, opts):find(id .. " (tools) [type: shell] running",
           1, true))

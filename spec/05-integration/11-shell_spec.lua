@@ -31,11 +31,11 @@ local function wait_screen(target, text)
   return helpers.eventually(function() return screen(target):find(text, 1, true) end, 10000)
 end
 
--- A pane running `dsh shell id`; its exit status goes to status_file.
-local function pane(name, id, status_file)
+-- A pane running `dsh shell [flags] id`; its exit status goes to status_file.
+local function pane(name, id, status_file, flags)
   local cmd = table.concat({
     "DSH_STATE_DIR=" .. os.getenv("DSH_STATE_DIR"), "DSH_BUILD_DIR=" .. helpers.build,
-    "LUA_PATH='" .. package.path .. "'", helpers.root .. "/bin/dsh", "shell", id,
+    "LUA_PATH='" .. package.path .. "'", helpers.root .. "/bin/dsh", "shell", flags or "", id,
   }, " ") .. "; echo $? > " .. status_file .. "; sleep 30"
   assert.equal(0, (tmux("new-session", "-d", "-s", name, "-x", "100", "-y", "30", cmd)))
 end
@@ -98,4 +98,47 @@ describe("dsh shell", function()
       if not ok then error(err, 0) end
     end)
   end)
+
+  it("re-attaches after a program queried the terminal: nothing is typed into the shell; --cwd is not ignored",
+    function()
+      helpers.run(function()
+        local dir = helpers.tmpdir()
+        local sb = assert(sandbox.create { timeoutMs = 600000 })
+        local id = sb.id
+        sb:close()
+        local ok, err = xpcall(function()
+          pane("q1", id, dir .. "/status1")
+          assert.truthy(wait_screen("q1", ":~$"), screen("q1"))
+          -- the program asks for the cursor position and the device attributes, and reads the answers
+          tmux("send-keys", "-t", "q1", [[MARK=mark-42; printf '\033[6n\033[c'; read -rs -t 5 -d c a; echo asked-$?]],
+            "Enter")
+          assert.truthy(wait_screen("q1", "asked-0"), screen("q1"))
+          tmux("send-keys", "-t", "q1", "C-]")
+          assert.truthy(helpers.eventually(function() return helpers.read_file(dir .. "/status1") end, 10000))
+          -- re-attach: the replay holds both queries again; tmux must not be made to answer them into the shell
+          pane("q2", id, dir .. "/status2")
+          assert.truthy(wait_screen("q2", "asked-0"), screen("q2"))
+          tmux("send-keys", "-t", "q2", [[echo "M=$MARK"]], "Enter")
+          assert.truthy(wait_screen("q2", "\nM=mark-42\n"), screen("q2"))
+          assert.falsy(screen("q2"):find("not found", 1, true), screen("q2"))
+          tmux("send-keys", "-t", "q2", "C-]")
+          assert.truthy(helpers.eventually(function() return helpers.read_file(dir .. "/status2") end, 10000))
+          -- --cwd with a detached shell: refused, saying what to do
+          pane("q3", id, dir .. "/status3", "--cwd /tmp")
+          assert.truthy(helpers.eventually(function() return helpers.read_file(dir .. "/status3") end, 10000))
+          assert.equal("1\n", helpers.read_file(dir .. "/status3"))
+          assert.truthy(wait_screen("q3", "--cwd applies to a new one only; add --new"), screen("q3"))
+          -- with --new it starts a shell there
+          pane("q4", id, dir .. "/status4", "--new --cwd /tmp")
+          assert.truthy(wait_screen("q4", ":/tmp$"), screen("q4"))
+          tmux("send-keys", "-t", "q4", "exit 3", "Enter")
+          assert.truthy(helpers.eventually(function() return helpers.read_file(dir .. "/status4") end, 10000))
+          assert.equal("3\n", helpers.read_file(dir .. "/status4"))
+        end, debug.traceback)
+        tmux("kill-server")
+        assert(sandbox.kill(id))
+        helpers.rm_rf(dir)
+        if not ok then error(err, 0) end
+      end)
+    end)
 end)

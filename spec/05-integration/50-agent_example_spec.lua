@@ -39,9 +39,9 @@ describe("examples/agent.lua", function()
     local id = out:match("^sandbox (%w+), workspace /home/user/workspace\n")
     assert.is_string(id, out)
     in_order(out, {
-      "tools: bash, bash_output, kill_shell, read, write, edit, list, terminal_open, terminal_send, terminal_read, "
-        .. "terminal_screen, terminal_signal, terminal_close, terminal_list, lsp, run_code\n",
-      "> list ", "< .dsh-e2b/\n",
+      "tools: bash, bash_output, kill_shell, read, write, edit, list, watch, terminal_open, terminal_send, "
+        .. "terminal_read, terminal_screen, terminal_signal, terminal_close, terminal_list, lsp, run_code\n",
+      "> list ", "< (empty directory)\n",
       "> write ", "< Created /home/user/workspace/hello.c (8 lines, 135 bytes)\n",
       "> read ", "<      1\t#include <stdio.h>\n", "         8\t}\n",
       "> edit ", '! Error: old_string not found in "/home/user/workspace/hello.c". Copy old_string exactly',

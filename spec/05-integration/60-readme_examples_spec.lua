@@ -1,6 +1,9 @@
 -- Every ```lua block of README.md runs as printed, in a fresh `luajit`
 -- started the way the README says (after `eval "$(make -s env)"`), against
--- real local sandboxes in an isolated $DSH_STATE_DIR:
+-- real local sandboxes in an isolated $DSH_STATE_DIR, twice: as a script,
+-- and typed line by line into the `luajit` REPL (each line its own chunk,
+-- so a `local` of one line is gone on the next; the REPL's banner is not
+-- the program's output):
 --   * a block is a whole program; a block whose first line is `-- continued`
 --     is appended to the program of the block before it (one program, run
 --     once the chain ends);
@@ -67,13 +70,17 @@ local function matches(want, got)
   return want == got
 end
 
-local function run_program(p)
+-- Run program p as a script, or (repl) typed into `luajit -i` line by line
+-- (no prompts); returns the exit status, the lines of stdout and stderr.
+local function run_program(p, repl)
   local dir = helpers.tmpdir()
   helpers.write_file(dir .. "/example.lua", table.concat(p.lines, "\n") .. "\n")
   local root = helpers.root
+  local run = repl and string.format([[luajit -e "_PROMPT='' _PROMPT2=''" -i < '%s/example.lua']], dir)
+    or string.format("luajit '%s/example.lua'", dir)
   -- The README's own setup line, as a user types it.
   local cmd = string.format("cd '%s' && eval \"$(make -s env)\" && "
-    .. "timeout 300 luajit '%s/example.lua' 2>'%s/stderr'; echo \"__exit=$?\"", root, dir, dir)
+    .. "timeout 300 %s 2>'%s/stderr'; echo \"__exit=$?\"", root, run, dir)
   local f = io.popen(cmd)
   local out = f:read("*a")
   f:close()
@@ -83,6 +90,14 @@ local function run_program(p)
   out = out:gsub("__exit=%d+\n$", "")
   local lines = {}
   for l in out:gmatch("(.-)\n") do lines[#lines + 1] = l end
+  if repl then
+    -- the REPL's banner (version, JIT status) first, and a newline at the end of its input
+    assert(lines[1] and lines[1]:match("^LuaJIT ") and lines[2] and lines[2]:match("^JIT: "),
+      "no REPL banner: " .. out)
+    table.remove(lines, 1)
+    table.remove(lines, 1)
+    if lines[#lines] == "" then lines[#lines] = nil end
+  end
   return status, lines, stderr
 end
 
@@ -104,25 +119,28 @@ describe("README.md examples", function()
     if p.needs and not (var and os.getenv(var)) then
       skipped[#skipped + 1] = where .. " (needs " .. p.needs .. ")"
     else
-      it("runs " .. where .. " as printed", function()
-        helpers.isolate_state()
-        local ok, err = pcall(function()
-          local status, got, stderr = run_program(p)
-          local want = expected(p.lines)
-          local report = "\n--- expected:\n" .. table.concat(want, "\n") .. "\n--- got:\n" .. table.concat(got, "\n")
-            .. "\n--- stderr:\n" .. stderr
-          assert(status == 0, where .. " exited with " .. tostring(status) .. report)
-          assert(stderr == "", where .. " wrote to stderr" .. report)
-          assert(#got == #want, where .. " printed " .. #got .. " lines, " .. #want .. " expected" .. report)
-          for i = 1, #want do
-            assert(matches(want[i], got[i]), where .. ": line " .. i .. " differs" .. report)
-          end
-          local left = require("dsh.sandbox").list()
-          assert(#left == 0, where .. " left " .. #left .. " sandboxes behind")
+      for _, repl in ipairs { false, true } do
+        local how = repl and " line by line in the REPL" or " as printed"
+        it((repl and "types " or "runs ") .. where .. how, function()
+          helpers.isolate_state()
+          local ok, err = pcall(function()
+            local status, got, stderr = run_program(p, repl)
+            local want = expected(p.lines)
+            local report = "\n--- expected:\n" .. table.concat(want, "\n") .. "\n--- got:\n" .. table.concat(got, "\n")
+              .. "\n--- stderr:\n" .. stderr
+            assert(status == 0, where .. " exited with " .. tostring(status) .. report)
+            assert(stderr == "", where .. " wrote to stderr" .. report)
+            assert(#got == #want, where .. " printed " .. #got .. " lines, " .. #want .. " expected" .. report)
+            for i = 1, #want do
+              assert(matches(want[i], got[i]), where .. ": line " .. i .. " differs" .. report)
+            end
+            local left = require("dsh.sandbox").list()
+            assert(#left == 0, where .. " left " .. #left .. " sandboxes behind")
+          end)
+          helpers.restore_state()
+          assert(ok, err)
         end)
-        helpers.restore_state()
-        assert(ok, err)
-      end)
+      end
     end
   end
 
@@ -130,7 +148,7 @@ describe("README.md examples", function()
     -- Upper-case words in backticks are error codes, except these names of
     -- environment variables and parts of them (the scrub's rules).
     local not_codes = { E2B_API_KEY = true, DSH_ = true, KEY = true, PASSWORD = true, SECRET = true,
-      TOKEN = true, VAR = true }
+      TOKEN = true, VAR = true, LUA_PATH = true, LUA_CPATH = true }
     local errors = require "dsh.errors"
     local bad, seen = {}, 0
     for word in text:gmatch("`([%u][%u%d_]*)`") do

@@ -315,6 +315,113 @@ return function(name, factory)
       end)
     end)
 
+    it("closing TERMs every job and gives it disposeGraceMs before KILL, with no hangup first", function()
+      with_env(function(env)
+        local s = env.spawn {}
+        local m1, m2 = env.base .. "/ladder-clean.log", env.base .. "/ladder-stubborn.log"
+        -- one job cleans up on TERM (a little slowly) and exits; one notes the TERM and runs on
+        local r = env.send(s, "(trap 'sleep 0.2; echo cleaned > " .. m1 .. "; exit 0' TERM; trap 'echo hup >> " .. m1
+          .. "' HUP; while :; do sleep 0.05; done) & echo clean=$!")
+        local clean = assert(tonumber(r.viewport:match("clean=(%d+)")), r.viewport)
+        r = env.send(s, "(trap 'echo term >> " .. m2 .. "' TERM; trap 'echo hup >> " .. m2
+          .. "' HUP; while :; do sleep 0.05; done) & echo stubborn=$!")
+        local stubborn = assert(tonumber(r.viewport:match("stubborn=(%d+)")), r.viewport)
+        local t0 = loop.now_ms()
+        assert.is_true(env.pty:kill(env.owner, s.id))
+        assert.is_true(loop.now_ms() - t0 >= 1000) -- the stubborn job had its whole grace (disposeGraceMs 1000)
+        assert.is_false(env.alive(clean))
+        assert.is_false(env.alive(stubborn))
+        assert.is_false(env.alive(s.pid))
+        assert.same({ 0, "cleaned\n" }, { env.sh("cat " .. m1) }) -- TERM, and time to finish its trap
+        assert.same({ 0, "term\n" }, { env.sh("cat " .. m2) }) -- TERM, then KILL: never a hangup
+      end)
+    end)
+
+    it("a send supersedes a detached one, in order; a signal never waits for a send", function()
+      with_env(function(env)
+        local s = env.spawn {}
+        local function running(marker) -- the named job is there (a ^C typed before would reach the shell)
+          return helpers.eventually(function() return env.sh("pgrep -f '^" .. marker .. "'") == 0 end, 10000)
+        end
+        local marker = "dsh-fg-" .. math.random(1e9)
+        local op1 = assert(env.pty:startSend(env.owner, s.id, { text = "bash -c 'exec -a " .. marker .. "-1 sleep 30'",
+          submit = true }))
+        assert.equal(op1, op1:detach())
+        assert.is_true(env.pty:list(env.owner)[1].busy)
+        assert.truthy(running(marker .. "-1"))
+        -- Ctrl-C typed next: it supersedes the detached send and reaches the job
+        local op2 = assert(env.pty:startSend(env.owner, s.id, { text = "\3", submit = false }))
+        local r1 = assert(op1:wait())
+        assert.equal("superseded", r1.waitReason)
+        local r2 = assert(op2:wait())
+        assert.equal("stdin_read", r2.waitReason)
+        assert.truthy(env.send(s, "echo status=$?").viewport:find("status=130", 1, true))
+        -- many detached sends typed at once arrive in order
+        for i = 1, 5 do
+          assert(env.pty:startSend(env.owner, s.id, { text = "echo line-" .. i, submit = true })):detach()
+        end
+        local r = env.send(s, "echo done")
+        local text = env.pty:read(env.owner, s.id, { count = 40 }).text
+        local last = 0
+        for i in text:gmatch("\nline%-(%d)\n") do
+          assert.equal(last + 1, tonumber(i), text)
+          last = tonumber(i)
+        end
+        assert.equal(5, last, text)
+        assert.truthy(r.viewport:find("\ndone\n", 1, true), r.viewport)
+        -- a send someone waits for still holds the session, but a signal goes through at once
+        local op = assert(env.pty:startSend(env.owner, s.id, { text = "bash -c 'exec -a " .. marker .. "-2 sleep 31'",
+          submit = true }))
+        local _, err = env.pty:startSend(env.owner, s.id, { text = "\3", submit = false })
+        assert.equal("SEND_ACTIVE", err.code)
+        assert.truthy(running(marker .. "-2"))
+        local d = assert(env.pty:signal(env.owner, s.id, "INT"))
+        assert.are_not.equal(s.pid, d.targetPgid)
+        assert.equal("stdin_read", assert(op:wait()).waitReason)
+      end)
+    end)
+
+    it("a send's own timeoutMs and idleMs, and waitFor: the printed text, not its echo, through silence", function()
+      with_env({ idleSilenceMs = 1000, timeoutMs = 20000 }, function(env)
+        local s = env.spawn {}
+        local function send(input)
+          input.submit = input.submit ~= false
+          return assert(assert(env.pty:startSend(env.owner, s.id, input)):wait())
+        end
+        local function prompt() -- waits, typing nothing, until the shell shows its prompt again
+          return send { text = "", submit = false }
+        end
+        local t0 = loop.now_ms()
+        local r = send { text = "for i in $(seq 20); do echo tick; sleep 0.05; done", timeoutMs = 300 }
+        assert.equal("timeout", r.waitReason)
+        assert.is_true(loop.now_ms() - t0 >= 300)
+        assert.equal("stdin_read", prompt().waitReason) -- once the loop is over
+        t0 = loop.now_ms()
+        r = send { text = "read x", idleMs = 200 }
+        assert.equal("inferred_idle", r.waitReason)
+        assert.is_true(loop.now_ms() - t0 >= 200)
+        assert.equal("stdin_read", send({ text = "typed" }).waitReason)
+        -- the typed line holds the text once: only the program's own printing of it counts
+        r = send { text = "echo X-MARK; sleep 0.3", waitFor = "X-MARK" }
+        assert.equal("match", r.waitReason)
+        assert.truthy(r.viewport:find("echo X-MARK; sleep 0.3\nX-MARK\n", 1, true), r.viewport)
+        assert.equal("stdin_read", prompt().waitReason)
+        -- silence longer than idleSilenceMs does not end a send that waits for a text
+        t0 = loop.now_ms()
+        r = send { text = "sleep 1.5; echo LA''TE; sleep 0.3", waitFor = "LATE" }
+        assert.equal("match", r.waitReason)
+        assert.is_true(loop.now_ms() - t0 >= 1500)
+        assert.equal("stdin_read", prompt().waitReason)
+        -- the prompt coming back still ends it
+        r = send { text = "true", waitFor = "NEVER" }
+        assert.equal("stdin_read", r.waitReason, r.viewport)
+        assert.has_error(function() env.pty:startSend(env.owner, s.id, { text = "x", timeoutMs = 0 }) end,
+          "dsh.pty: startSend: input.timeoutMs must be a positive safe integer")
+        assert.has_error(function() env.pty:startSend(env.owner, s.id, { text = "x", waitFor = "" }) end,
+          "dsh.pty: startSend: input.waitFor must be a non-empty string")
+      end)
+    end)
+
     it("fences sessions to their owner; names are reserved while a spawn is in flight", function()
       with_env(function(env)
         local other = { id = "agent-other" }

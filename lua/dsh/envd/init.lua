@@ -133,8 +133,9 @@ function Client:close()
   if self._own_http then self._http:close() end
 end
 
+-- Misuse (a call after sb:kill() or close()), reported at the caller's line.
 function Client:_check_open(what)
-  if self._closed then error("dsh.envd: " .. what .. ": client is closed", 3) end
+  if self._closed then errors.misuse("dsh.envd", "%s: client is closed", what) end
 end
 
 --- Request headers for a call: content type, token, user, timeout.

@@ -4,12 +4,20 @@
 -- events as they arrive (bytes exactly as the daemon sent them). The dshd
 -- extensions (group signals, exit signals, replay offsets, group status) are
 -- used only when asked for; a stock envd rejects them with its own error.
+--
+-- wait() returns at the command's exit, as on stock envd, also on dshd, whose
+-- stream ends only once the output pipes close: see end_at_exit.
+local async = require "dsh.async"
 local errors = require "dsh.errors"
 local base64 = require "dsh.base64"
 local signals = require "dsh.signals"
 
 local M = {}
 local GroupWatch
+
+-- How long a process runs before end_at_exit watches its group (a command
+-- that ends sooner costs no watch; the delay is no part of correctness).
+M.EXIT_WATCH_AFTER_MS = 50
 
 -- The signals SendSignal can name (envd's Signal enum with dshd's
 -- group-signals extension); numbers and names come from dsh.signals.
@@ -93,6 +101,7 @@ function Process:next()
       return d
     elseif type(ev["end"]) == "table" then
       self._ended = true
+      self:_stop_watch()
       self.result = end_event(ev["end"])
       return self.result
     elseif type(ev.start) == "table" then
@@ -102,13 +111,68 @@ function Process:next()
   end
 end
 
+-- Stock envd ends a process's stream when the command exits (it stops
+-- reading the output pipes then). dshd reads them until they close, so a
+-- command that leaves something running in the background with them open
+-- (`sleep 1000 & exit 7`) would keep its stream open as long as that runs.
+-- On dshd (its quiescence extension), once the process has run for
+-- EXIT_WATCH_AFTER_MS, its group is watched; when the command (the group's
+-- leader) has exited and the stream goes on, a SIGKILL to the leader alone,
+-- which is gone and so reaches nobody, makes dshd take what is in the pipes
+-- and end the stream with the command's status, as envd does at the exit.
+-- What the command left in the background keeps running; what it writes
+-- later is not read (writing to the closed pipes fails, EPIPE), as on envd.
+local function watch_exit(p, ctl)
+  local client = p._client
+  if not async.sleep(M.EXIT_WATCH_AFTER_MS, ctl.signal) then return end
+  if not client:has("quiescence") then return end
+  if ctl.signal.aborted then return end
+  local w = client:watch_group(p.pid, { signal = ctl.signal })
+  if not w then return end
+  p._watch = w
+  while not ctl.signal.aborted do
+    local st = w:next()
+    if not st then break end
+    if st.leader_exited then
+      if not ctl.signal.aborted then client:send_signal(p.pid, "SIGKILL") end
+      break
+    end
+  end
+  p._watch = nil
+  w:close()
+end
+
+--- Make this stream end at the command's exit, as it does on stock envd,
+-- even when what the command left in the background holds its output open
+-- (dshd; see above): those processes keep running and their later output
+-- is not read. wait() does this itself; a caller reading with next() calls
+-- it once after start. Stops when the stream ends or is closed.
+function Process:end_at_exit()
+  if self._exit_ctl or self._ended or self._closed then return end
+  local ctl = async.controller()
+  self._exit_ctl = ctl
+  -- best effort: a closed client or a failed watch leaves the stream as it is
+  async.run(function() pcall(watch_exit, self, ctl) end)
+end
+
+function Process:_stop_watch()
+  local ctl = self._exit_ctl
+  if ctl and not ctl.signal.aborted then
+    ctl:abort("the process stream ended")
+    if self._watch then self._watch:close() end
+  end
+end
+
 --- Read to the end: {exit_code=, stdout=, stderr=, pty=, status=, error=, signal=}
--- (output collected as strings) or nil, err.
+-- (output collected as strings) or nil, err. Returns at the command's exit
+-- (see end_at_exit): what it left in the background keeps running.
 function Process:wait()
+  self:end_at_exit()
   local out = { stdout = {}, stderr = {}, pty = {} }
   while true do
     local ev, err = self:next()
     if not ev then
+      self:_stop_watch()
       if err then return nil, err end
       break
     end
@@ -126,6 +190,7 @@ end
 function Process:close()
   if self._closed then return end
   self._closed = true
+  self:_stop_watch()
   self._stream:close()
 end
 
@@ -196,6 +261,7 @@ function M.mixin(Client)
   ---@param opts dsh.EnvdStartOpts
   ---@return dsh.EnvdProcess|nil, dsh.Error|nil
   function Client:start(opts)
+    self:_check_open("start")
     errors.check("dsh.envd", "start", opts, "table")
     errors.check("dsh.envd", "start: cmd", opts.cmd, "string")
     local process = { cmd = opts.cmd }
@@ -217,6 +283,7 @@ function M.mixin(Client)
   --- Attach to a running process by pid. opts.resume = {stdout=, stderr=, pty=}
   -- replays retained output from those byte offsets (dshd only).
   function Client:connect(pid, opts)
+    self:_check_open("connect")
     opts = opts or {}
     local msg = { process = selector(pid) }
     if opts.resume then msg.resume = opts.resume end

@@ -59,12 +59,18 @@ function M.stale(display, gone)
 end
 
 --- The seam's error for a failed backend call of operation op on display.
+-- A read-only file system (EROFS, in any backend's words) is the world
+-- refusing: FS_PERMISSION_DENIED saying so, not the temporary file's name.
 ---@param err table|nil the backend's error (nil or {} when the failure was an abort)
 ---@param signal dsh.AbortSignal|nil an abort wins over whatever the backend said
 function M.map(op, display, err, signal)
   if signal and signal.aborted then return M.aborted(op) end
   if type(err) ~= "table" then err = { message = tostring(err) } end
   if err.code == "FS_ABORTED" then return M.aborted(op) end
+  if tostring(err.message):lower():find("read-only file system", 1, true) then
+    return errors.new("FS_PERMISSION_DENIED", string.format('cannot %s "%s": the file system is read-only', op,
+      display), { cause = err })
+  end
   local code = (M.BACKEND_CODES[err.code] or M.PASSED_CODES[err.code]) and err.code or "FS_IO_ERROR"
   local detail = tostring(err.message or err.code or "unknown error")
   return errors.new(code, string.format('cannot %s "%s": %s', op, display, detail), { cause = err })

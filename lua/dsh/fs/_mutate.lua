@@ -100,13 +100,18 @@ local function slurp(fs, op, display, key, opts)
   return data
 end
 
--- Steps 1-3 of the commit; returns the new version or nil, err.
-local function commit(fs, op, display, key, data, mode, opts)
-  local b = fs._b
+-- A temporary file beside key, and its tag.
+local function temp_of(key)
   local dir, base = paths.split(key)
   local tag = paths.uuid()
   -- NAME_MAX is 255 bytes: keep the temp name within it however long base is.
-  local tmp = dir .. "/." .. base:sub(1, 200) .. ".dsh-" .. tag .. ".tmp"
+  return dir .. "/." .. base:sub(1, 200) .. ".dsh-" .. tag .. ".tmp", tag
+end
+
+-- Steps 1-3 of the commit; returns the new version or nil, err.
+local function commit(fs, op, display, key, data, mode, opts)
+  local b = fs._b
+  local tmp, tag = temp_of(key)
   if is_aborted(opts) then return nil, aborted(op) end
   local function abandon(err)
     b:remove(tmp, {}) -- cleanup runs even after an abort, so no signal here
@@ -137,11 +142,27 @@ local function new_mode(info)
   return info and bit.band(info.mode or 0, 511) or M.NEW_FILE_MODE
 end
 
+-- Whether a write beside key could happen: nil, FS_PERMISSION_DENIED when
+-- the world refuses it (a read-only file system, no permission), else true
+-- (an empty temporary file is written and removed).
+local function refused(fs, display, key, opts)
+  local tmp, tag = temp_of(key)
+  local ok, err = fs._b:writeTemp(tmp, "", tag, opts)
+  if ok then
+    fs._b:remove(tmp, {})
+    return nil
+  end
+  local e = map("write", display, err, opts.signal)
+  if e.code == "FS_PERMISSION_DENIED" then return e end
+  return nil
+end
+
 -- Guards shared by writeText and writeBytes; nil when the write may go on.
 local function write_guards(fs, display, key, info, opts)
   if info and info.type ~= "file" then return fe.not_regular(display) end
   if opts.createIfAbsent and info then
-    return E("FS_NOT_OBSERVED",
+    -- "read it first" would send the caller to read a file it can never write
+    return refused(fs, display, key, opts) or E("FS_NOT_OBSERVED",
       string.format('"%s" already exists; read it before overwriting it', display))
   end
   if opts.replaceIfVersion ~= nil then

@@ -19,6 +19,29 @@ local M = {}
 
 M.READER_INTERPRETER = "luajit"
 
+-- A command that did not resolve, in words a user can act on: which server,
+-- which binary, where it was looked for, and what to do. Other failures (the
+-- sandbox gone, ...) keep their own message.
+local function unresolved(o, cfg, i, name, err)
+  local code = type(err) == "table" and err.code or nil
+  local why = tostring(type(err) == "table" and err.message or err)
+  local what = i == 1 and "the source reader's interpreter" or ('server "' .. cfg.order[i - 1] .. '"')
+  if code ~= "E2B_EXECUTABLE" and code ~= "SUBPROCESS_EXECUTABLE" then
+    return errors.new("LSP_UNAVAILABLE", string.format("%s: %s: %s", o.prefix, what, why), { cause = err })
+  end
+  local where = o.where == "remote " and "in the sandbox" or "on this machine"
+  local state = name:sub(1, 1) == "/" and "is not an executable file" or "is not installed (not found on the PATH)"
+  local todo
+  if i == 1 then
+    todo = "install LuaJIT " .. where .. " (the source reader runs under it)"
+  else
+    todo = string.format("install it %s, set servers.%s.command to its absolute path, or leave the server out",
+      where, cfg.order[i - 1])
+  end
+  return errors.new("LSP_UNAVAILABLE", string.format('%s: %s: its command "%s" %s %s: %s', o.prefix, what, name,
+    state, where, todo), { cause = err })
+end
+
 ---@class dsh.lsp.ApplyOpts
 ---@field prefix string            the provider's name ("lsp-e2b")
 ---@field where string             "remote " or ""
@@ -48,11 +71,7 @@ function M.apply(scope, cfg, o)
   local paths = {}
   for i, f in ipairs(futures) do
     local p, err = f:await()
-    if not p then
-      local what = i == 1 and "the source reader's interpreter" or ('server "' .. cfg.order[i - 1] .. '"')
-      return nil, errors.new("LSP_UNAVAILABLE", string.format("%s: %s: %s", o.prefix, what,
-        tostring(err and err.message or err)))
-    end
+    if not p then return nil, unresolved(o, cfg, i, names[i], err) end
     paths[i] = p
   end
   local max_doc = 0

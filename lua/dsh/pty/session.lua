@@ -19,10 +19,14 @@
 -- Output path: strict UTF-8 (a bad byte is a transport failure) → sanitizer →
 -- scrollback and the active send's buffer; the raw bytes also feed the screen.
 -- Readiness is decided on output, exit and timer events, never by polling:
--- the first rule that holds wins — exited → session_exit; the prompt marker
--- and text after it, then pollIntervalMs of silence → stdin_read;
--- idleSilenceMs of silence → inferred_idle (at startup only once something
--- was printed); timeoutMs since the send → timeout.
+-- the first rule that holds wins — exited → session_exit; the send's waitFor
+-- text printed → match; the prompt marker and text after it, then
+-- pollIntervalMs of silence → stdin_read; idleSilenceMs (or the send's
+-- idleMs) of silence → inferred_idle (at startup only once something was
+-- printed; never for a send that waits for a text, unless it gives idleMs);
+-- timeoutMs (or the send's own) since the send → timeout. A send nobody waits
+-- for (op:detach()) is superseded by the next one: it settles "superseded".
+-- Input goes out in order, one write at a time, whoever typed it.
 local async = require "dsh.async"
 local errors = require "dsh.errors"
 local loop = require "dsh.loop"
@@ -87,6 +91,14 @@ function Op:cancel()
   return true
 end
 
+--- Stop holding the session: the send goes on (output, readiness, wait()
+--- still work), but the next send supersedes it — it then settles with
+--- waitReason "superseded" — instead of failing SEND_ACTIVE.
+function Op:detach()
+  self.detached = true
+  return self
+end
+
 -- Sessions -------------------------------------------------------------------------
 
 ---@class dsh.pty.Session
@@ -119,6 +131,7 @@ function M.new(o, drv)
   }, Session)
   s._timer = loop.timer(function() s:_check() end)
   s._pending, s._pending_n = {}, 0
+  s._wq = {}
   s._batch = loop.timer(function()
     s._batch_armed = false
     s:_screen_flush()
@@ -176,7 +189,25 @@ function Session:_screen_flush()
   local bytes = table.concat(self._pending)
   self._pending, self._pending_n = {}, 0
   local replies = self._screen:feed(bytes)
-  if replies ~= "" then async.run(function() self._drv:write(replies) end) end
+  if replies ~= "" then self:_write(replies) end
+end
+
+-- Type bytes into the terminal after everything typed before them (a send
+-- right after an unwaited one, a reply to a query). on_fail(err) is told
+-- when this write fails.
+function Session:_write(bytes, on_fail)
+  local q = self._wq
+  q[#q + 1] = { bytes = bytes, on_fail = on_fail }
+  if self._writing then return end
+  self._writing = true
+  async.run(function()
+    while q[1] do
+      local item = table.remove(q, 1)
+      local ok, err = self._drv:write(item.bytes)
+      if not ok and item.on_fail then item.on_fail(err) end
+    end
+    self._writing = false
+  end)
 end
 
 function Session:_screen_add(bytes)
@@ -218,6 +249,7 @@ function Session:_text(t, prompt, prompt_text)
       op._buf:append(t)
       recheck = op.init and not op.any_output -- the silence rule applies from now on
       op.any_output = true
+      if op.wait_for and not op.matched and op:_seen(t) then recheck = true end
     end
   end
   if t ~= "" or prompt then self._last = loop.now_ms() end
@@ -227,6 +259,34 @@ function Session:_text(t, prompt, prompt_text)
     self._prompt_text = true
   end
   if op and (recheck or (self._prompt and self._prompt_text)) then self:_check() end
+end
+
+-- Occurrences of a plain text in s, not overlapping.
+local function occurrences(s, text)
+  local n, pos = 0, 1
+  while true do
+    local _, j = s:find(text, pos, true)
+    if not j then return n end
+    n, pos = n + 1, j + 1
+  end
+end
+
+-- Output t of this send: true once waitFor has been printed more often than
+-- the typed text holds it (the echo of what was typed does not count).
+-- Occurrences split across chunks count: the end of the previous chunk is kept.
+function Op:_seen(t)
+  local text, carry = self.wait_for, self._carry
+  local s = carry .. t
+  local pos = 1
+  while true do
+    local i, j = s:find(text, pos, true)
+    if not i then break end
+    if j > #carry then self._hits = self._hits + 1 end
+    pos = j + 1
+  end
+  self._carry = #text > 1 and s:sub(math.max(pos, #s - #text + 2)) or ""
+  if self._hits >= self._need then self.matched = true end
+  return self.matched
 end
 
 function Session:_fail(msg)
@@ -279,40 +339,52 @@ function Session:_check()
   if not op or op.settled then return end
   local cfg, now = self._cfg, loop.now_ms()
   if self._status.kind == "exited" then return self:_settle(op, "session_exit") end
+  if op.matched then return self:_settle(op, "match") end
   local silence = now - self._last
   local ready = self._prompt and self._prompt_text
   if ready and silence >= cfg.pollIntervalMs then return self:_settle(op, "stdin_read") end
-  local idle_counts = not op.init or op.any_output
-  if idle_counts and silence >= cfg.idleSilenceMs then return self:_settle(op, "inferred_idle") end
-  if now - op.started >= cfg.timeoutMs then return self:_settle(op, "timeout") end
-  local due = op.started + cfg.timeoutMs
+  local idle = op.idle_ms
+  local idle_counts = idle and (not op.init or op.any_output)
+  if idle_counts and silence >= idle then return self:_settle(op, "inferred_idle") end
+  if now - op.started >= op.timeout_ms then return self:_settle(op, "timeout") end
+  local due = op.started + op.timeout_ms
   if ready then due = math.min(due, self._last + cfg.pollIntervalMs) end
-  if idle_counts then due = math.min(due, self._last + cfg.idleSilenceMs) end
+  if idle_counts then due = math.min(due, self._last + idle) end
   self._timer:stop()
   self._timer:start(math.max(1, math.ceil(due - now)))
 end
 
 --- Send text (and "\r" when submit) and wait for readiness (see the module
---- comment). Errors, in order: closing, exited, an active send, an aborted signal.
----@param input {text: string, submit: boolean|nil}
+--- comment). input.timeoutMs, input.idleMs: this send's own timeout and
+--- silence (default the config's timeoutMs and idleSilenceMs); input.waitFor:
+--- plain text whose printing settles the send ("match"). Errors, in order:
+--- closing, exited, an active send (one nobody detached), an aborted signal.
+---@param input {text: string, submit: boolean|nil, timeoutMs: integer|nil, idleMs: integer|nil, waitFor: string|nil}
 ---@param signal dsh.AbortSignal|nil  aborting it is cancel()
 ---@return dsh.pty.Operation|nil, dsh.Error|nil
 function Session:startSend(input, signal, init)
   local label = self._prefix .. ": " .. self._label
   if self._closing then return nil, errors.new(codes.PTY_CLOSING, label .. " session is closing") end
   if self._status.kind == "exited" then return nil, errors.new(codes.PTY_EXITED, label .. " session has exited") end
-  if self._op then return nil, errors.new(codes.SEND_ACTIVE, label .. " session already has an active send") end
+  if self._op and not self._op.detached then
+    return nil, errors.new(codes.SEND_ACTIVE, label .. " session already has an active send")
+  end
   if signal and signal.aborted then return nil, errors.new(codes.PTY_ABORTED, label .. " send aborted before write") end
+  if self._op then self:_settle(self._op, "superseded") end
   local now = loop.now_ms()
-  local op = setmetatable({ _s = self, _f = async.future(), _buf = termtext.buffer(self._cfg.maxReadBytes),
-    started = now, init = init, _sb_dropped = self._sb:stats().dropped }, Op)
+  local cfg = self._cfg
+  local wait_for = input.waitFor
+  local op = setmetatable({ _s = self, _f = async.future(), _buf = termtext.buffer(cfg.maxReadBytes),
+    started = now, init = init, _sb_dropped = self._sb:stats().dropped,
+    timeout_ms = input.timeoutMs or cfg.timeoutMs,
+    idle_ms = input.idleMs or (not wait_for and cfg.idleSilenceMs) or nil,
+    wait_for = wait_for, _carry = "", _hits = 0, _need = wait_for and occurrences(input.text, wait_for) + 1 }, Op)
   self._op = op
   self._last, self._prompt, self._prompt_text = now, false, false
   local bytes = input.text .. (input.submit and "\r" or "")
   if bytes ~= "" then
-    async.run(function()
-      local ok, err = self._drv:write(bytes)
-      if not ok then self:_reject(op, err or errors.new(codes.PTY_TRANSPORT, label .. " input failed")) end
+    self:_write(bytes, function(err)
+      self:_reject(op, err or errors.new(codes.PTY_TRANSPORT, label .. " input failed"))
     end)
   end
   if signal then
@@ -324,9 +396,15 @@ function Session:startSend(input, signal, init)
   return op
 end
 
---- True while a send waits.
+--- True while a send waits (detached or not).
 function Session:busy()
   return self._op ~= nil
+end
+
+--- True while a send someone waits for holds the session (a new send gets
+--- SEND_ACTIVE); a detached one does not.
+function Session:held()
+  return self._op ~= nil and not self._op.detached
 end
 
 ---@return {kind: string, exitCode: integer|nil, signal: string|nil}

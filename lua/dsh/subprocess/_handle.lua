@@ -24,6 +24,8 @@
 --   bp:signal_foreground(sig)      terminals: to the terminal's foreground process group → pgid | nil, err
 --   bp:foreground()                terminals: that process group → pgid | nil, err
 --   bp:kill_session()              terminals: SIGKILL whatever is left in the session (other job groups)
+--   bp:session_groups()            terminals: pgids with a live member in the session → list | nil, err
+--   bp:signal_session(sig)         terminals: sig to every group of the session (SIGTERM: then SIGCONT)
 --   bp:close()                     release everything (idempotent)
 --   backend:resolveExecutable(cmd), backend:dispose() (optional)
 local async = require "dsh.async"

@@ -2,11 +2,13 @@
 -- the backend contract of dsh.subprocess._handle (with pty = {rows=, cols=}).
 --
 -- One stream (the terminal's output) read with read(); input typed with
--- write(); closing hangs up, terminates the group (TERM, KILL after graceMs),
--- kills what is left of the session and waits until it is gone.
+-- write(); closing is the session ladder (dsh.subprocess.session_ladder:
+-- TERM every group of the terminal's session, graceMs for the jobs, then a
+-- hangup or KILL) and returns once nothing of the session is left. A close
+-- that fails names the survivors and can be tried again.
 local async = require "dsh.async"
 local errors = require "dsh.errors"
-local handle = require "dsh.subprocess._handle"
+local ladder = require "dsh.subprocess.session_ladder"
 local output = require "dsh.subprocess._output"
 
 local M = {}
@@ -25,7 +27,7 @@ end
 
 function Terminal.start(svc, o)
   local t = setmetatable({ pid = -1, done = async.future(), _svc = svc, _argv = o.argv, _grace = o.grace,
-    _out = output.pipe(), _released = async.future(), lost = 0, _gaps = {}, _pushed = 0, _read = 0 }, Terminal)
+    _out = output.pipe(), lost = 0, _gaps = {}, _pushed = 0, _read = 0 }, Terminal)
   local bp, err = svc._backend:start {
     argv = o.argv, cwd = o.cwd, env = o.env, pty = o.pty, stdin = "pipe",
     stdout = { mode = "pipe" }, stderr = { mode = "pipe" },
@@ -101,39 +103,64 @@ function Terminal:wait(signal)
   return async.await(self.done, signal)
 end
 
+function Terminal:_ladder()
+  local bp = self._bp
+  self._out:close()
+  return ladder.close(self.pid, self._grace, {
+    groups = function() return (bp:session_groups()) end,
+    signal = function(sig) bp:signal_session(sig) end,
+    hangup = function() bp:signal("SIGHUP") end,
+    ended = function(ms)
+      async.timeout(ms, function(sig) return async.race_signal(self.done, sig) end)
+      return self.done:done()
+    end,
+    quiet = function(ms)
+      local ok, err = async.timeout(ms, function(sig) return bp:wait_quiescent(sig) end)
+      return ok == true, err
+    end,
+  })
+end
+
 function Terminal:_dispose_start()
-  if self._closing then return end
-  self._closing = true
+  if self._closed or self._close_f then return end
+  local f = async.future()
+  self._close_f = f
   async.run(function()
-    -- a hangup is what closing a terminal means (shells exit on it and pass
-    -- it to their jobs); TERM then KILL after graceMs for whatever stays
-    self._bp:signal("SIGHUP")
-    self._bp:terminate(self._grace)
-    self._out:close()
-    -- a job still holding the terminal keeps the stream open on a daemon
-    -- that does not end it with the leader (stock envd): kill it after the grace
-    async.timeout(self._grace, function(sig) return async.race_signal(self.done, sig) end)
-    if not self.done:done() then self._bp:kill_session() end
-    self.done:await()
-    self._bp:kill_session() -- job groups of the session outlive the leader's group
-    local ok, err = handle.until_gone(function() return self._bp:wait_quiescent() end)
-    self._bp:close()
-    self._closed = true
-    self._svc._live[self] = nil
-    if ok then self._released:resolve(true) else self._released:resolve(nil, err) end
+    local ok, survivors = self:_ladder()
+    if ok or self._svc._disposing then
+      -- released: on success, or when the service goes (nothing could close it later)
+      self._bp:close()
+      self._closed = true
+      self._svc._live[self] = nil
+    else
+      self._close_f = nil -- a later close tries again
+    end
+    if ok then
+      f:resolve(true)
+    else
+      f:resolve(nil, errors.new("SUBPROCESS_CLEANUP", string.format("%s: terminal %d cleanup failed; %s",
+        self._svc.name, self.pid, survivors), { survivors = survivors }))
+    end
   end)
 end
 
 function Terminal:_join()
-  return self._released:await()
+  if self._closed and not self._close_f then return true end
+  return self._close_f:await()
 end
 
---- SIGHUP, then TERM the group and KILL after graceMs, kill what is left of
--- the session, wait until the group is gone, release.
--- Idempotent. Returns true, or nil, err when the group's end could not be confirmed.
+--- Close: the session ladder (TERM every group of the session, graceMs for
+-- its jobs, then a hangup, or KILL), then wait until nothing of it is left.
+-- Idempotent while in flight. Returns true, or nil, err (SUBPROCESS_CLEANUP,
+-- err.survivors naming what is left); a failed close can be tried again.
 function Terminal:close()
-  self:_dispose_start()
-  return self:_join()
+  if self._closed and not self._close_f then return true end
+  local f = self._close_f
+  if not f then
+    self:_dispose_start()
+    f = self._close_f
+  end
+  return f:await()
 end
 
 M.Terminal = Terminal

@@ -7,7 +7,8 @@
 --   r.text, r.isError, r.data                      -- for the model; for the host
 --
 -- The tools and the service each needs: bash, bash_output, kill_shell
--- (ctx.bash); read, write, edit, list (ctx.fs: dsh.tools.files); terminal_open,
+-- (ctx.bash); read, write, edit, list (ctx.fs: dsh.tools.files), watch (ctx.fs:
+-- dsh.tools.watch); terminal_open,
 -- terminal_send, terminal_read, terminal_screen, terminal_signal,
 -- terminal_close, terminal_list (ctx.pty); lsp (ctx.lsp); run_code
 -- (ctx.codeRuntime). Every schema is valid for OpenAI's strict mode and for
@@ -34,6 +35,7 @@ local kill_shell = require "dsh.tools.kill_shell"
 local lsp = require "dsh.tools.lsp"
 local run_code = require "dsh.tools.run_code"
 local terminal = require "dsh.tools.terminal"
+local watch = require "dsh.tools.watch"
 
 local M = {}
 local MOD = "dsh.tools"
@@ -75,6 +77,7 @@ end)
 add("bash_output", "bash", static(bash_output))
 add("kill_shell", "bash", static(kill_shell))
 for _, name in ipairs(files.order) do add(name, "fs", static(files[name])) end
+add("watch", "fs", static(watch))
 for _, name in ipairs(terminal.order) do
   local t = terminal.tools[name]
   add(name, "pty", function()
@@ -113,6 +116,13 @@ local function check_ctx(method, ctx)
   end
 end
 
+-- Whether ctx has the service: ctx:get on a context (ctx.<key> raises for a
+-- service not set up yet), the field of a table of services.
+local function has(ctx, key)
+  if getmetatable(ctx) == context.Context then return ctx:get(key) ~= nil end
+  return ctx[key] ~= nil
+end
+
 local function check_opts(method, opts)
   if opts ~= nil and type(opts) ~= "table" then
     errors.misuse(MOD, "%s: opts must be a table, got %s", method, type(opts))
@@ -149,7 +159,7 @@ function M.for_context(ctx, opts)
   local out = {}
   for _, name in ipairs(ORDER) do
     local entry = CATALOGUE[name]
-    if ctx[entry.service] ~= nil and (not only or only[name]) then
+    if has(ctx, entry.service) and (not only or only[name]) then
       local t = entry.build(ctx, opts)
       t.service = entry.service
       out[#out + 1] = t
@@ -282,7 +292,7 @@ function M.call(ctx, name, args, opts)
   if not tool then
     local available = #names > 0 and table.concat(names, ", ") or "none"
     local entry = CATALOGUE[name]
-    if entry and ctx[entry.service] == nil then
+    if entry and not has(ctx, entry.service) then
       local err = errors.new("TOOL_UNAVAILABLE", string.format("%s is not available here (it needs ctx.%s)",
         name, entry.service))
       return failure(err, "Error: " .. err.message .. ". Available tools: " .. available .. ".",

@@ -6,7 +6,8 @@
 -- Each tool is {name, description, parameters, run(ctx, input, opts)}; the
 -- JSON schemas are valid for OpenAI's strict mode and for Anthropic's tool
 -- use: every property is listed in `required`, optional ones also accept
--- null, and null means absent. run returns the rendered text, or nil, err
+-- null, and null means absent. Parameter names are snake_case, as every
+-- tool's are (docs/tools.md). run returns the rendered text, or nil, err
 -- with a message written for the model (render_error adds "Error: "). Every
 -- tool needs the initiating agent (opts.agent, the sessions' owner).
 -- Results are at most maxResultBytes (opts.maxResultBytes, default 262144,
@@ -31,6 +32,7 @@ end
 
 local SESSION = { type = "string",
   description = "The terminal session id (pty-N) from terminal_open or terminal_list." }
+local MAX_WAIT_MS = 600000
 
 local function invalid(tool, msg)
   return nil, errors.new("INVALID_ARGUMENT", tool .. ": " .. msg)
@@ -73,7 +75,8 @@ end
 local HINTS = {
   NO_SESSION = "use terminal_list to see the open sessions",
   FOREIGN_SESSION = "that session belongs to another agent",
-  SEND_ACTIVE = "wait for the current send to finish (terminal_read shows its output) or terminal_signal INT",
+  SEND_ACTIVE = "another terminal_send is still waiting on this session; wait for it, or stop the program "
+    .. "with terminal_signal INT",
   DUPLICATE_NAME = "choose another name, or use the existing session",
   NO_BACKEND = "use type \"shell\"",
   PTY_EXITED = "the shell has exited; open a new session with terminal_open",
@@ -167,24 +170,36 @@ T.terminal_send = {
   name = "terminal_send",
   description = "Type text into a terminal session (and press Enter unless submit is false), then wait "
     .. "until the shell is ready for more input, goes quiet, exits or times out, and return what it "
-    .. "printed meanwhile. Control characters are typed as they are (\\u0003 is Ctrl-C, \\u001b is Escape).",
+    .. "printed meanwhile. Control characters are typed as they are (\\u0003 is Ctrl-C, \\u001b is Escape). "
+    .. "With wait false it returns at once and the program runs on; the next terminal_send (Ctrl-C "
+    .. "included) is accepted at once. To wait for what a full-screen program shows, use terminal_screen "
+    .. "with wait_for.",
   parameters = schema({
-    sessionId = SESSION,
+    session_id = SESSION,
     text = { type = "string", description = "The text to type." },
     submit = nullable("boolean", "Press Enter after the text (default true)."),
     wait = nullable("boolean", "Wait for the shell (default true); false returns at once."),
-  }, { "sessionId", "text", "submit", "wait" }),
+    timeout_ms = nullable("integer", "Longest wait in milliseconds (default: the terminal's timeout, 30000 "
+      .. "unless configured otherwise).", { minimum = 1, maximum = MAX_WAIT_MS }),
+    wait_for = nullable("string", "Return as soon as the program prints this text (the echo of what you "
+      .. "typed does not count); silence does not end this wait, the prompt coming back does."),
+    idle_ms = nullable("integer", "Return once nothing was printed for this long (default 3000).",
+      { minimum = 1, maximum = MAX_WAIT_MS }),
+  }, { "session_id", "text", "submit", "wait", "timeout_ms", "wait_for", "idle_ms" }),
 }
 
 function T.terminal_send.run(ctx, input, opts)
   local tool = T.terminal_send
   local pty, agent, args = prelude(tool, ctx, input, opts)
   if not pty then return nil, agent end
-  local op, err = pty:startSend(agent, args.sessionId, { text = args.text, submit = args.submit ~= false },
-    opts and opts.signal)
+  if args.wait_for == "" then return invalid(tool.name, "wait_for must not be empty") end
+  local op, err = pty:startSend(agent, args.session_id, { text = args.text, submit = args.submit ~= false,
+    timeoutMs = args.timeout_ms, idleMs = args.idle_ms, waitFor = args.wait_for }, opts and opts.signal)
   if not op then return fail(tool.name, err) end
   if args.wait == false then
-    return "sent to " .. args.sessionId .. "; not waiting (terminal_read or terminal_screen show the output)"
+    op:detach()
+    return "sent to " .. args.session_id .. "; not waiting (terminal_read or terminal_screen show the output; "
+      .. "the next terminal_send is accepted at once)"
   end
   local r, werr = op:wait()
   if not r then return fail(tool.name, werr) end
@@ -201,17 +216,17 @@ T.terminal_read = {
   description = "Read a terminal session's scrollback by lines, counted from the newest: offset lines "
     .. "are skipped, then up to count older lines are returned (oldest first).",
   parameters = schema({
-    sessionId = SESSION,
+    session_id = SESSION,
     offset = nullable("integer", "Newest lines to skip (default 0).", { minimum = 0 }),
     count = nullable("integer", "Lines to return (default 500).", { minimum = 1 }),
-  }, { "sessionId", "offset", "count" }),
+  }, { "session_id", "offset", "count" }),
 }
 
 function T.terminal_read.run(ctx, input, opts)
   local tool = T.terminal_read
   local pty, agent, args = prelude(tool, ctx, input, opts)
   if not pty then return nil, agent end
-  local page, err = pty:read(agent, args.sessionId, { offset = args.offset, count = args.count })
+  local page, err = pty:read(agent, args.session_id, { offset = args.offset, count = args.count })
   if not page then return fail(tool.name, err) end
   local trailer = string.format("\n[lines: %d-%d of %d]", page.lineBegin, page.lineEnd, page.totalLines)
   return (fit(page.text, trailer, limit(opts)))
@@ -223,11 +238,13 @@ T.terminal_screen = {
     .. "full-screen programs such as vim, less or top display. Optionally wait first until the screen "
     .. "shows some text or stops changing.",
   parameters = schema({
-    sessionId = SESSION,
+    session_id = SESSION,
     wait_for = nullable("string", "Wait until this text appears on the screen."),
-    idle_ms = nullable("integer", "Wait until the screen has not changed for this long.", { minimum = 1 }),
-    timeout_ms = nullable("integer", "Longest wait (default 10000).", { minimum = 1, maximum = 600000 }),
-  }, { "sessionId", "wait_for", "idle_ms", "timeout_ms" }),
+    idle_ms = nullable("integer", "Wait until the screen has not changed for this long.",
+      { minimum = 1, maximum = MAX_WAIT_MS }),
+    timeout_ms = nullable("integer", "Longest wait in milliseconds (default 10000).",
+      { minimum = 1, maximum = MAX_WAIT_MS }),
+  }, { "session_id", "wait_for", "idle_ms", "timeout_ms" }),
 }
 
 function T.terminal_screen.run(ctx, input, opts)
@@ -236,13 +253,13 @@ function T.terminal_screen.run(ctx, input, opts)
   if not pty then return nil, agent end
   local snap, note
   if args.wait_for or args.idle_ms then
-    local r, err = pty:waitFor(agent, args.sessionId, { pattern = args.wait_for, plain = true,
+    local r, err = pty:waitFor(agent, args.session_id, { pattern = args.wait_for, plain = true,
       idleMs = args.idle_ms, timeoutMs = args.timeout_ms or 10000 })
     if not r then return fail(tool.name, err) end
     snap, note = r.screen, "\n[wait: " .. r.reason .. "]"
   else
     local err
-    snap, err = pty:screen(agent, args.sessionId)
+    snap, err = pty:screen(agent, args.session_id)
     if not snap then return fail(tool.name, err) end
   end
   local trailer = string.format("\n[cursor: row %d, col %d; screen %dx%d%s]%s\n[session: %s]",
@@ -257,16 +274,16 @@ T.terminal_signal = {
   description = "Send a signal to the program running in the foreground of a terminal session (INT is "
     .. "Ctrl-C, TSTP is Ctrl-Z). KILL of the shell itself is refused: use terminal_close.",
   parameters = schema({
-    sessionId = SESSION,
+    session_id = SESSION,
     signal = { type = "string", enum = { "INT", "TERM", "KILL", "TSTP", "HUP" }, description = "The signal." },
-  }, { "sessionId", "signal" }),
+  }, { "session_id", "signal" }),
 }
 
 function T.terminal_signal.run(ctx, input, opts)
   local tool = T.terminal_signal
   local pty, agent, args = prelude(tool, ctx, input, opts)
   if not pty then return nil, agent end
-  local d, err = pty:signal(agent, args.sessionId, args.signal)
+  local d, err = pty:signal(agent, args.session_id, args.signal)
   if not d then return fail(tool.name, err) end
   return string.format("delivered %s to foreground process group %d", d.signal, d.targetPgid)
 end
@@ -274,17 +291,17 @@ end
 T.terminal_close = {
   name = "terminal_close",
   description = "Close a terminal session: its shell and everything started in it are stopped.",
-  parameters = schema({ sessionId = SESSION }, { "sessionId" }),
+  parameters = schema({ session_id = SESSION }, { "session_id" }),
 }
 
 function T.terminal_close.run(ctx, input, opts)
   local tool = T.terminal_close
   local pty, agent, args = prelude(tool, ctx, input, opts)
   if not pty then return nil, agent end
-  local ok, err = pty:kill(agent, args.sessionId)
+  local ok, err = pty:kill(agent, args.session_id)
   if ok == nil then return fail(tool.name, err) end
-  return ok and ("closed terminal session " .. args.sessionId)
-    or ("terminal session " .. args.sessionId .. " was already closing; it is closed now")
+  return ok and ("closed terminal session " .. args.session_id)
+    or ("terminal session " .. args.session_id .. " was already closing; it is closed now")
 end
 
 T.terminal_list = {
