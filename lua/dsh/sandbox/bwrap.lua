@@ -157,8 +157,11 @@ function M.netns_made(o)
   return o.network and not o.separate and sys.getuid() ~= 0
 end
 
---- Path of dsh-launch (beside dshd: a build tree, or an installed bin/).
+--- Path of dsh-launch: $DSH_LAUNCH, else beside dshd (a build tree, or an
+-- installed bin/), else on $PATH.
 function M.launcher(dshd)
+  local env = os.getenv("DSH_LAUNCH")
+  if env and env ~= "" then return env end
   local dir = dshd:match("^(.*)/[^/]*$") or "."
   local here = dir .. "/dsh-launch"
   if lfs.attributes(here, "mode") == "file" then return here end
@@ -169,6 +172,7 @@ end
 ---@field id string
 ---@field dir string              the state directory
 ---@field dshd string             the dshd binary
+---@field launcher string|nil     dsh-launch (default: beside dshd)
 ---@field ids dsh.SandboxIdentities
 ---@field image boolean           the files live in dir/disk.img
 ---@field network boolean
@@ -185,7 +189,7 @@ end
 function M.launch_argv(o)
   local separate = o.ids.mode ~= "shared"
   local staged = o.ids.mode == "dedicated"
-  local argv = { M.launcher(o.dshd) or "dsh-launch" }
+  local argv = { o.launcher or M.launcher(o.dshd) or "dsh-launch" }
   for _, f in ipairs(o.cgroup_procs) do add(argv, "--cgroup-procs", f) end
   add(argv, "--rlimit", "nproc=" .. o.nproc, "--rlimit", "nofile=" .. o.dshd_open_files)
   local src = staged and M.STAGE or o.dir

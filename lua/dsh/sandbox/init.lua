@@ -277,7 +277,8 @@ function M.create(opts)
   if not dshd then
     return nil, errors.new("failed_precondition", "dshd not found (build with `make`, or set DSH_DSHD)")
   end
-  if not bwrap.launcher(dshd) then
+  local launcher = bwrap.launcher(dshd)
+  if not launcher then
     return nil, errors.new("failed_precondition", "dsh-launch not found beside " .. dshd .. " (build with `make`)")
   end
   if not sys.which("bwrap") then
@@ -316,7 +317,7 @@ function M.create(opts)
   local meta = {
     id = id, created_at = os.date("!%Y-%m-%dT%H:%M:%SZ"), timeout_ms = timeout, on_timeout = on_timeout,
     network = with_network, envs = opts.envs or {}, metadata = opts.metadata or {},
-    token = sys.random_hex(32), dshd = dshd, limits = plan, etc = opts.etc,
+    token = sys.random_hex(32), dshd = dshd, launcher = launcher, limits = plan, etc = opts.etc,
   }
   local ids, why = uids.allocate(dir)
   if not ids then
@@ -397,7 +398,7 @@ end
 -- from a user namespace that maps it: its files go through dsh-launch's.
 local function remove_as_sandbox(meta, dir)
   local i = meta
-  local argv = { bwrap.launcher(meta.dshd) or "dsh-launch",
+  local argv = { meta.launcher or bwrap.launcher(meta.dshd) or "dsh-launch",
     "--map-uids", string.format("0 %d 1 %d %d 1", i.root_uid, bwrap.UID, i.uid),
     "--map-gids", string.format("0 %d 1 %d %d 1", i.root_gid or i.root_uid, bwrap.GID, i.gid or i.uid),
     "--", "rm", "-rf", "--", dir .. "/home", dir .. "/tmp" }

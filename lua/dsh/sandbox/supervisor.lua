@@ -145,7 +145,7 @@ local function start(id, meta, p, rt, stopping)
   if meta.network ~= false then
     local target = { pid = pid }
     if meta.identities == "dedicated" then
-      target.owner, target.launcher = meta.root_uid, bwrap.launcher(meta.dshd)
+      target.owner, target.launcher = meta.root_uid, meta.launcher or bwrap.launcher(meta.dshd)
     elseif bwrap.netns_made { network = true, separate = meta.identities == "subordinate" } then
       target.userns_of = cmd
     end
@@ -191,7 +191,8 @@ local function main(id)
   if meta.identities == "shared" then nproc = nproc + tasks_of(sys.getuid()) end
 
   local argv = bwrap.launch_argv {
-    id = id, dir = dir, dshd = meta.dshd, network = meta.network ~= false, idle_timeout_ms = meta.timeout_ms,
+    id = id, dir = dir, dshd = meta.dshd, launcher = meta.launcher, network = meta.network ~= false,
+    idle_timeout_ms = meta.timeout_ms,
     ids = { mode = meta.identities or "shared", root_uid = meta.root_uid, root_gid = meta.root_gid or meta.root_uid,
       uid = meta.uid, gid = meta.gid or meta.uid },
     image = disk.has_image(dir), nproc = nproc,
