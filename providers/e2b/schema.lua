@@ -54,6 +54,21 @@ local function string_map(name, v)
   return v
 end
 
+-- cwd and the runtime root (the providers' own files, outside the workspace).
+local function paths(cfg, out)
+  local cwd = cfg.cwd == nil and M.DEFAULTS.cwd or cfg.cwd
+  if type(cwd) ~= "string" or cwd:sub(1, 1) ~= "/" or cwd:find("%z") then
+    fail("cwd must be an absolute Linux path: " .. tostring(cwd))
+  end
+  out.cwd = cwd == "/" and "/" or cwd:gsub("/+$", "")
+  local root = cfg.runtimeRoot == nil and M.DEFAULTS.runtimeRoot or cfg.runtimeRoot
+  if type(root) ~= "string" or root:sub(1, 1) ~= "/" or root:find("%z") or root:match("^/+$") then
+    fail("runtimeRoot must be an absolute Linux path other than /: " .. tostring(root))
+  end
+  out.runtimeRoot = root:gsub("/+$", "")
+  if out.runtimeRoot == out.cwd then fail("runtimeRoot must not be cwd (" .. out.cwd .. ")") end
+end
+
 function M.validate(cfg)
   schema.keys("dsh-e2b", cfg, M.KEYS)
   local out = {}
@@ -99,17 +114,7 @@ function M.validate(cfg)
     end
     out.template = cfg.template
   end
-  local cwd = cfg.cwd == nil and M.DEFAULTS.cwd or cfg.cwd
-  if type(cwd) ~= "string" or cwd:sub(1, 1) ~= "/" or cwd:find("%z") then
-    fail("cwd must be an absolute Linux path: " .. tostring(cwd))
-  end
-  out.cwd = cwd == "/" and "/" or cwd:gsub("/+$", "")
-  local root = cfg.runtimeRoot == nil and M.DEFAULTS.runtimeRoot or cfg.runtimeRoot
-  if type(root) ~= "string" or root:sub(1, 1) ~= "/" or root:find("%z") or root:match("^/+$") then
-    fail("runtimeRoot must be an absolute Linux path other than /: " .. tostring(root))
-  end
-  out.runtimeRoot = root:gsub("/+$", "")
-  if out.runtimeRoot == out.cwd then fail("runtimeRoot must not be cwd (" .. out.cwd .. ")") end
+  paths(cfg, out)
   local t = cfg.timeoutMs == nil and M.DEFAULTS.timeoutMs or cfg.timeoutMs
   -- The reference accepts fractions; whole milliseconds are required here (§8).
   if type(t) ~= "number" or t ~= t or t <= 0 or t == math.huge or t % 1 ~= 0 then
@@ -160,11 +165,7 @@ function M.validate(cfg)
 end
 
 local function common_envd(cfg, out)
-  local cwd = cfg.cwd == nil and M.DEFAULTS.cwd or cfg.cwd
-  if type(cwd) ~= "string" or cwd:sub(1, 1) ~= "/" or cwd:find("%z") then
-    fail("cwd must be an absolute Linux path: " .. tostring(cwd))
-  end
-  out.cwd = cwd == "/" and "/" or cwd:gsub("/+$", "")
+  paths(cfg, out)
   if cfg.sandboxId ~= nil and (type(cfg.sandboxId) ~= "string" or cfg.sandboxId == "") then
     fail("sandboxId must be non-empty when provided")
   end

@@ -242,7 +242,7 @@ describe("bin/dsh", function()
       assert.matches("^dsh: unknown command frobnicate %(sandbox, exec, shell, poc or help%)\nusage: dsh sandbox", err)
       code, out, err = dsh("sandbox", "frobnicate")
       assert.same({ 2, "" }, { code, out })
-      assert.matches("^dsh: unknown sandbox command frobnicate %(create, list, connect, pause or kill%)\n"
+      assert.matches("^dsh: unknown sandbox command frobnicate %(create, list, metrics, connect, pause or kill%)\n"
         .. "usage: dsh sandbox create", err)
       assert.same({}, sandbox.list()) -- nothing was created
     end)
