@@ -90,9 +90,11 @@ function M.create(dir, mb, root_uid, root_gid)
   end
   if err then return nil, "cannot size " .. path .. ": " .. tostring(err.message) end
   -- no blocks reserved for root (the sandbox's root is the sandbox's), one
-  -- inode per 8 KiB (node_modules), tables written lazily (the image stays sparse)
+  -- inode per 8 KiB (node_modules), no room kept to grow it (a sandbox's
+  -- image is never resized), tables written lazily: the new image takes
+  -- about 250 KiB of the host and 20-40 ms
   p, err = proc.spawn {
-    argv = { mkfs(), "-q", "-F", "-m", "0", "-i", "8192", "-J", "size=16", "-E",
+    argv = { mkfs(), "-q", "-F", "-m", "0", "-i", "8192", "-O", "^resize_inode", "-J", "size=16", "-E",
       string.format("root_owner=%d:%d,lazy_itable_init=1,lazy_journal_init=1", root_uid, root_gid), path },
     env = { PATH = "/usr/sbin:/usr/bin:/sbin:/bin" }, stdout = "null", stderr = "pipe",
   }
