@@ -411,7 +411,7 @@ end
 local function flush_worker()
   while out_queue[out_head] do
     local s = out_queue[out_head]
-    local n = C.write(fds.input, s, #s)
+    local n = tonumber(C.write(fds.input, s, #s)) -- a long: a cdata, which sub() cannot take
     if n < 0 then
       local e = ffi.errno()
       if e == EAGAIN or e == EINTR then return end
