@@ -50,4 +50,13 @@ describe("code-runtime-e2b binding traffic", function()
       end)
     end)
   end
+
+  it("a 20 MB reply crosses: the host writes it in pieces the daemon's input queue takes", function()
+    with_ctx({}, function(ctx)
+      local big = string.rep("z", 20000000)
+      local B = { { global = "tools", functions = { big = function() return big end } } }
+      local r = ctx.codeRuntime:run { program = "local s = tools.big() return { #s, s:sub(-3) }", bindings = B }
+      assert.same({ logs = {}, value = { 20000000, "zzz" } }, r)
+    end)
+  end)
 end)
