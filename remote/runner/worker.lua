@@ -40,19 +40,28 @@ local function put(line)
   end
 end
 
+-- Lines from the supervisor. A long line comes in many reads: its pieces are
+-- kept in a list and joined once (joining as they come would copy it again
+-- with every read).
 local rbuf = ffi.new("uint8_t[65536]")
-local pending = ""
+local pending, pieces = "", {}
 local function get_line()
   while true do
     local nl = find(pending, "\n", 1, true)
     if nl then
       local line = sub(pending, 1, nl - 1)
+      if #pieces > 0 then
+        pieces[#pieces + 1] = line
+        line = concat(pieces)
+        pieces = {}
+      end
       pending = sub(pending, nl + 1)
       return line
     end
+    if pending ~= "" then pieces[#pieces + 1] = pending end
     local n = C.read(FROM_SUP, rbuf, 65536)
     if n == 0 then os.exit(3) end -- the supervisor is gone
-    if n > 0 then pending = pending .. ffi.string(rbuf, n) elseif ffi.errno() ~= 4 then os.exit(3) end
+    if n > 0 then pending = ffi.string(rbuf, n) elseif ffi.errno() ~= 4 then os.exit(3) else pending = "" end
   end
 end
 
