@@ -339,6 +339,11 @@ int dsh_bridge_decoder_next(dsh_bridge_decoder_t *d, const dsh_bridge_token_t **
   return rc;
 }
 
+void dsh_bridge_decoder_trim(dsh_bridge_decoder_t *d) {
+  d->ntok = 0;
+  compact(d);
+}
+
 int dsh_bridge_decoder_finish(dsh_bridge_decoder_t *d) {
   if (d->status) return d->status;
   if (!d->drained) return DSH_ESTATE;

@@ -78,6 +78,10 @@ int dsh_bridge_decoder_push(dsh_bridge_decoder_t *d, const uint8_t *data, size_t
  * tokens lent with it are still valid. */
 int dsh_bridge_decoder_next(dsh_bridge_decoder_t *d, const dsh_bridge_token_t **toks, size_t *n);
 
+/* The lent tokens are read: releases what they held (a frame's long string)
+ * now rather than at the next call. Lends nothing afterwards. */
+void dsh_bridge_decoder_trim(dsh_bridge_decoder_t *d);
+
 /* The base of the lent strings (valid until the next call on d). */
 const uint8_t *dsh_bridge_decoder_text(const dsh_bridge_decoder_t *d);
 
