@@ -13,8 +13,12 @@
 -- them: those bytes only ever reach the host as log text. The supervisor
 -- validates and re-encodes every worker message, measures the Lua worker's
 -- CPU time against computeMs, and when the run settles kills every
--- descendant (it is a child subreaper, so orphans stay its descendants),
--- drains the log pipes, and writes the terminal frame last.
+-- descendant (it is a child subreaper, so orphans stay its descendants:
+-- also a process that left the session with setsid), drains the log pipes,
+-- and writes the terminal frame last. When the host ends the run first (it
+-- sends the group SIGTERM: a timeout, an abort, disposal), the supervisor
+-- takes that TERM from a signalfd and kills every descendant before it
+-- exits, so nothing the run started outlives it.
 --
 -- It keeps no output ledger (the host has the one ledger): it only stops
 -- forwarding once more log bytes than maxOutputBytes went out, which the
@@ -52,6 +56,16 @@ int prctl(int option, unsigned long a2, unsigned long a3, unsigned long a4, unsi
 typedef void (*dsh_sighandler_t)(int);
 dsh_sighandler_t signal(int sig, dsh_sighandler_t handler);
 char *strerror(int errnum);
+typedef struct { unsigned long val[16]; } dsh_sigset_t;
+int sigemptyset(dsh_sigset_t *set);
+int sigaddset(dsh_sigset_t *set, int sig);
+int sigprocmask(int how, const dsh_sigset_t *set, dsh_sigset_t *old);
+int signalfd(int fd, const dsh_sigset_t *mask, int flags);
+typedef struct dsh_dir DIR;
+struct dsh_dirent { uint64_t ino; int64_t off; unsigned short reclen; unsigned char type; char name[256]; };
+DIR *opendir(const char *path);
+struct dsh_dirent *readdir(DIR *d);
+int closedir(DIR *d);
 ]]
 local C = ffi.C
 
@@ -60,7 +74,8 @@ local F_SETFL = 4
 local POLLIN, POLLOUT, POLLERR = 1, 4, 8
 local EINTR, EAGAIN = 4, 11
 local WNOHANG = 1
-local SIGKILL, SIGPIPE = 9, 13
+local SIGKILL, SIGPIPE, SIGTERM, SIGHUP, SIGINT = 9, 13, 15, 1, 2
+local SIG_BLOCK, SIG_UNBLOCK = 0, 1
 local RLIMIT_AS, RLIMIT_CORE = 9, 4
 local PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
 local SIG_DFL, SIG_IGN = ffi.cast("dsh_sighandler_t", 0), ffi.cast("dsh_sighandler_t", 1)
@@ -80,6 +95,14 @@ local MAX_WORKER_LINE = MAX_FRAME + 4096
 C.signal(SIGPIPE, SIG_IGN)
 C.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 local MYPID = C.getpid()
+
+-- TERM, HUP and INT arrive on a signalfd the loop polls (the worker gets them
+-- unblocked again), so ending the run from outside ends all of it.
+local ending = ffi.new("dsh_sigset_t")
+C.sigemptyset(ending)
+for _, sig in ipairs { SIGTERM, SIGHUP, SIGINT } do C.sigaddset(ending, sig) end
+C.sigprocmask(SIG_BLOCK, ending, nil)
+local SIGFD = C.signalfd(-1, ending, bit.bor(O_NONBLOCK, O_CLOEXEC))
 
 -- Base64 (strict on input, as the host's decoder) ------------------------------------
 
@@ -238,6 +261,21 @@ local function read_file(path)
   return s
 end
 
+-- The thread ids of pid (a child forked by any thread is listed under that thread).
+local function tasks(pid)
+  local out = {}
+  local d = C.opendir("/proc/" .. pid .. "/task")
+  if d == nil then return out end
+  while true do
+    local e = C.readdir(d)
+    if e == nil then break end
+    local tid = tonumber(ffi.string(e.name))
+    if tid then out[#out + 1] = tid end
+  end
+  C.closedir(d)
+  return out
+end
+
 -- Every descendant's pid (orphans are ours too: we are a subreaper).
 local function descendants()
   local out, queue = {}, { MYPID }
@@ -245,11 +283,13 @@ local function descendants()
   while queue[qi] do
     local pid = queue[qi]
     qi = qi + 1
-    local kids = read_file("/proc/" .. pid .. "/task/" .. pid .. "/children") or ""
-    for c in kids:gmatch("%d+") do
-      local cp = tonumber(c)
-      out[#out + 1] = cp
-      queue[#queue + 1] = cp
+    for _, tid in ipairs(tasks(pid)) do
+      local kids = read_file("/proc/" .. pid .. "/task/" .. tid .. "/children") or ""
+      for c in kids:gmatch("%d+") do
+        local cp = tonumber(c)
+        out[#out + 1] = cp
+        queue[#queue + 1] = cp
+      end
     end
   end
   return out
@@ -300,6 +340,7 @@ local function start_worker(argv, as_limit_mb)
   if pid == 0 then
     C.prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0)
     C.signal(SIGPIPE, SIG_DFL)
+    C.sigprocmask(SIG_UNBLOCK, ending, nil)
     C.dup2(null, 0)
     C.dup2(out_w, 1)
     C.dup2(err_w, 2)
@@ -402,8 +443,9 @@ local function on_worker_message(line)
   end
 end
 
--- Messages to the worker, queued while its pipe is full.
-local out_queue, out_head = {}, 1
+-- Messages to the worker, queued while its pipe is full; out_off bytes of
+-- the first one are written already (a long line is never copied again).
+local out_queue, out_head, out_off = {}, 1, 0
 local function to_worker(line)
   out_queue[#out_queue + 1] = line
 end
@@ -411,21 +453,22 @@ end
 local function flush_worker()
   while out_queue[out_head] do
     local s = out_queue[out_head]
-    local n = tonumber(C.write(fds.input, s, #s)) -- a long: a cdata, which sub() cannot take
+    local left = #s - out_off
+    local n = tonumber(C.write(fds.input, ffi.cast("const uint8_t *", s) + out_off, left)) -- a long: a cdata
     if n < 0 then
       local e = ffi.errno()
       if e == EAGAIN or e == EINTR then return end
-      out_queue, out_head = {}, 1 -- the worker is gone; its exit settles the run
+      out_queue, out_head, out_off = {}, 1, 0 -- the worker is gone; its exit settles the run
       return
     end
-    if n < #s then
-      out_queue[out_head] = s:sub(n + 1)
+    if n < left then
+      out_off = out_off + n
       return
     end
     out_queue[out_head] = nil
-    out_head = out_head + 1
+    out_head, out_off = out_head + 1, 0
   end
-  out_queue, out_head = {}, 1
+  out_queue, out_head, out_off = {}, 1, 0
 end
 
 -- One frame from the host.
@@ -515,7 +558,7 @@ local function cpu_ms()
   return tonumber(ts.tv_sec) * 1000 + tonumber(ts.tv_nsec) / 1e6
 end
 
-local pfds = ffi.new("struct pollfd[5]")
+local pfds = ffi.new("struct pollfd[6]")
 while true do
   local n = 0
   local function add(fd, ev)
@@ -523,6 +566,7 @@ while true do
     n = n + 1
   end
   add(0, POLLIN)
+  if SIGFD >= 0 then add(SIGFD, POLLIN) end
   if fds then
     add(fds.out, POLLIN)
     add(fds.err, POLLIN)
@@ -534,7 +578,10 @@ while true do
   for k = 0, n - 1 do
     local fd, rev = pfds[k].fd, pfds[k].revents
     if rev ~= 0 then
-      if fd == 0 then
+      if fd == SIGFD then -- the host ends the run: nothing it started may stay
+        kill_descendants()
+        os.exit(1)
+      elseif fd == 0 then
         local chunk = read_some(0)
         if chunk == "" then -- the host is gone: nobody can read a result
           host_gone = true
@@ -564,7 +611,7 @@ while true do
       elseif fds and fd == fds.input then
         flush_worker()
       end
-      if bit.band(rev, POLLERR) ~= 0 and fds and fd == fds.input then out_queue, out_head = {}, 1 end
+      if bit.band(rev, POLLERR) ~= 0 and fds and fd == fds.input then out_queue, out_head, out_off = {}, 1, 0 end
     end
   end
   if settled then break end
