@@ -80,16 +80,28 @@ local function cut(s, i)
   return i
 end
 
+-- A code-point-safe cut at or before byte i + at of s (at: where the rest starts).
+local function cut_from(s, at, i)
+  while i > 0 and at + i < #s do
+    local b = s:byte(at + i + 1)
+    if b < 0x80 or b >= 0xC0 then break end
+    i = i - 1
+  end
+  return i
+end
+
 local function log(text)
   -- Longer than the ledger could ever take: only what it could keep matters.
   if #text > MAX_OUT + 4 then text = sub(text, 1, cut(text, MAX_OUT + 4)) end
-  while #text > LOG_PIECE do
-    local k = cut(text, LOG_PIECE)
+  local at = 0 -- bytes of text already sent (slicing the rest off each time would copy it again)
+  while #text - at > LOG_PIECE do
+    local k = cut_from(text, at, LOG_PIECE)
     if k == 0 then k = LOG_PIECE end
-    local piece = sub(text, 1, k)
+    local piece = sub(text, at + 1, at + k)
     put('{"type":"log","more":true,"text":' .. (fast.plain(piece) and ('"' .. piece .. '"') or W.quote(piece)) .. "}\n")
-    text = sub(text, k + 1)
+    at = at + k
   end
+  if at > 0 then text = sub(text, at + 1) end
   put('{"type":"log","text":' .. (fast.plain(text) and ('"' .. text .. '"') or W.quote(text)) .. "}\n")
 end
 
