@@ -3,6 +3,7 @@
 -- program produces it: replies larger than a pipe, payloads near the frame
 -- bound, logs of many megabytes, processes that leave the run's session,
 -- binding errors that cannot be rendered.
+local async = require "dsh.async"
 local D = require "helpers.dshd"
 local helpers = require "helpers"
 local node = require "dsh.node"
@@ -50,6 +51,118 @@ describe("code-runtime-e2b binding traffic", function()
       end)
     end)
   end
+
+  for _, lang in ipairs(LANGS) do
+    it(lang .. ": many small values cross both ways (200,000 numbers and 50,000 keys)", function()
+      with_ctx({}, function(ctx)
+        local B = { { global = "tools", functions = {
+          sum = function(list) local n = 0 for _, x in ipairs(list) do n = n + x end return n end,
+          keys = function(n) local t = {} for i = 1, n do t["k" .. i] = i end return t end,
+        } } }
+        local program = lang == "lua"
+          and [[local l = {} for i = 1, 200000 do l[i] = (i - 1) % 7 end
+                local t, n = tools.keys(50000), 0 for _ in pairs(t) do n = n + 1 end
+                return { tools.sum(l), n, t.k50000 }]]
+          or [[const l = Array.from({ length: 200000 }, (_, i) => i % 7);
+               const t = await tools.keys(50000);
+               return [await tools.sum(l), Object.keys(t).length, t.k50000];]]
+        local r = ctx.codeRuntime:run { language = lang, program = program, bindings = B }
+        assert.same({ logs = {}, value = { 599994, 50000, 50000 } }, r)
+      end)
+    end)
+  end
+
+  it("a 20 MB log arrives whole, its pieces joined in order at code points", function()
+    with_ctx({}, function(ctx)
+      local r = ctx.codeRuntime:run {
+        program = [[print(string.rep("ab", 5000000) .. string.rep("é", 5000000)) return 1]] }
+      assert.is_nil(r.error)
+      assert.equal(1, #r.logs)
+      assert.equal(20000000, #r.logs[1])
+      assert.equal(string.rep("ab", 5000000) .. string.rep("é", 5000000), r.logs[1])
+    end)
+  end)
+
+  if node.dir() then
+    it("holds at most maxFrameBytes of calls in flight: the runner waits until replies went out", function()
+      local MIB = 1048576
+      with_ctx({ maxFrameBytes = 2 * MIB, maxOutputBytes = MIB }, function(ctx)
+        local now, most, served = 0, 0, 0
+        local B = { { global = "tools", functions = { hold = function(s)
+          now, served = now + 1, served + 1
+          if now > most then most = now end
+          async.sleep(300) -- keeps the call open while more could arrive
+          now = now - 1
+          return #s
+        end } } }
+        local r = ctx.codeRuntime:run { language = "javascript", bindings = B, program = [[
+          const s = "x".repeat(1048000);
+          return await Promise.all(Array.from({ length: 8 }, () => tools.hold(s)));]] }
+        assert.same({ logs = {}, value = { 1048000, 1048000, 1048000, 1048000, 1048000, 1048000, 1048000, 1048000 } },
+          r)
+        assert.equal(8, served)
+        -- 1 MB each: the third call passes 2 MiB, so no fourth frame is read until replies went out
+        assert.is_true(most <= 3, "calls in flight at once: " .. most)
+      end)
+    end)
+  end
+
+  for _, lang in ipairs(LANGS) do
+    it(lang .. ": a run the host stops ends every process it started, also those that left its session", function()
+      local function sleepers(ctx)
+        local r = assert(ctx.e2b:exec { "/bin/bash", "-c", "ps -eo args=" })
+        local n = 0
+        for line in r.stdout:gmatch("[^\n]+") do
+          if line:match("^/bin/sleep 424[23]$") then n = n + 1 end
+        end
+        return n
+      end
+      with_ctx({ maxWallMs = 3000, luaLibraries = { "os" } }, function(ctx)
+        local seen
+        local B = { { global = "tools", functions = {
+          started = function()
+            seen = helpers.eventually(function() return sleepers(ctx) == 2 end, 10000)
+            return true
+          end,
+        } } }
+        local program = lang == "lua"
+          and [[os.execute("/usr/bin/setsid /bin/sh -c '/bin/sleep 4242 & /bin/sleep 4243 & wait' "
+                  .. "</dev/null >/dev/null 2>&1 &")
+                tools.started() while true do end]]
+          or [[process.getBuiltinModule("child_process").spawn("/usr/bin/setsid",
+                   ["/bin/sh", "-c", "/bin/sleep 4242 & /bin/sleep 4243 & wait"],
+                 { detached: true, stdio: "ignore" }).unref();
+               await tools.started(); await new Promise(() => {});]]
+        local r = ctx.codeRuntime:run { language = lang, program = program, bindings = B }
+        assert.is_true(seen, "the program's processes never ran")
+        assert.same({ kind = "timeout", message = "wall-clock ceiling reached (3000ms)" }, r.error)
+        assert.equal(0, sleepers(ctx))
+      end)
+    end)
+  end
+
+  it("answers a call whose error cannot be rendered at once, and shows the model no host file or line", function()
+    with_ctx({ maxWallMs = 30000 }, function(ctx)
+      local unshowable = setmetatable({}, { __tostring = function() error("no text for you") end })
+      local B = { { global = "tools", functions = {
+        raise = function() error(unshowable) end,
+        fail = function() return nil, unshowable end,
+        where = function() error("FS_NOT_FOUND: no such file") end,
+        deeper = function() local function check() error("bad path", 2) end check() end,
+        again = function() local ok, e = pcall(error, "once more") if not ok then error(e) end end,
+        plain = function() error("see notes.lua:3: for why", 0) end,
+      } } }
+      local r = ctx.codeRuntime:run { bindings = B, program = [[
+        local out = {}
+        for _, f in ipairs { "raise", "fail", "where", "deeper", "again", "plain" } do
+          local ok, e = pcall(tools[f]) out[#out + 1] = e
+        end
+        return out]] }
+      assert.same({ logs = {}, value = { "binding failed with an error that cannot be shown",
+        "binding failed with an error that cannot be shown", "FS_NOT_FOUND: no such file", "bad path", "once more",
+        "see notes.lua:3: for why" } }, r)
+    end)
+  end)
 
   it("a 20 MB reply crosses: the host writes it in pieces the daemon's input queue takes", function()
     with_ctx({}, function(ctx)
