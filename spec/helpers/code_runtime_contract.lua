@@ -217,6 +217,16 @@ return function(name, factory)
           end)
         end)
 
+        it("gives a namespace without functions as an empty one", function()
+          with_env({}, function(_, cr)
+            local program = lang == "lua"
+              and "local n = 0 for _ in pairs(tools) do n = n + 1 end return { type(tools), n }"
+              or "return [typeof tools, Object.keys(tools).length];"
+            local r = cr:run { language = lang, program = program, bindings = { { global = "tools", functions = {} } } }
+            assert.same({ logs = {}, value = { lang == "lua" and "table" or "object", 0 } }, r)
+          end)
+        end)
+
         it("keeps working after the program mutates built-ins and globals", function()
           with_env({}, function(_, cr)
             local r = cr:run { language = lang, program = P.mutate[lang], bindings = tools() }
