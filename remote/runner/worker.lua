@@ -13,6 +13,8 @@ local ffi = require "ffi"
 local DIR = arg[0]:match("^(.*)/[^/]*$") or "."
 local W = dofile(DIR .. "/code-runtime-wire.lua")
 local fast = dofile(DIR .. "/code-runtime-fast.lua")
+-- the wire's byte loops through the FFI (same results, ~10x faster than its patterns)
+W.valid_utf8, W.quote, W.has_control = fast.valid_utf8, fast.quote, fast.has_control
 
 local concat, select, tostring, type, pairs, ipairs, setmetatable, getmetatable, error, xpcall =
   table.concat, select, tostring, type, pairs, ipairs, setmetatable, getmetatable, error, xpcall

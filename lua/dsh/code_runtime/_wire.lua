@@ -227,7 +227,7 @@ local function read_string(s, i, trusted)
   if not q then return nil, "unterminated string" end
   local str = sub(s, j, q - 1)
   if not find(str, "\\", 1, true) then -- no escapes: plain finds are memchr-fast
-    if not trusted and find(str, "[%z\1-\31]") then return nil, "control character in string" end
+    if not trusted and M.has_control(str) then return nil, "control character in string" end
     return str, q + 1
   end
   local k
@@ -276,6 +276,12 @@ local function read_string(s, i, trusted)
       end
     end
   end
+end
+
+--- True when s holds a raw control character (U+0000..U+001F). The runners
+-- replace it with a byte loop through the FFI.
+function M.has_control(s)
+  return find(s, "[%z\1-\31]") ~= nil
 end
 
 local function skip_ws(s, i)
