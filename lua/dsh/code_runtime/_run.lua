@@ -29,6 +29,8 @@ local M = {}
 M.KINDS = { exception = true, timeout = true, abort = true, ["worker-exit"] = true,
   ["invalid-output"] = true, ["output-limit"] = true }
 local MAX_SAFE = 9007199254740991
+local OPEN, ANSWERED = 1, 2 -- a served call id's state (a duplicate id is ignored either way)
+local CALL_COST = 1024 -- in-flight bytes a call counts beyond its arguments: bounds how many run at once
 
 local unpack = unpack -- luacheck: ignore 143
 local pack = function(...) return { n = select("#", ...), ... } end
@@ -346,7 +348,8 @@ function Run:_message(m)
   elseif t == "call" then
     if safe_id(m.id) and type(m.global) == "string" and type(m.name) == "string"
       and m.args ~= nil and m.args ~= frames.NOT_ARRAY and not self.served[m.id] then
-      self.served[m.id] = { answered = false }
+      self.served[m.id] = OPEN
+      m.bytes = m.bytes + CALL_COST -- a call costs its task and records, however small
       self:_hold(m.bytes)
       async.run(Run._serve_guarded, self, m)
     end
@@ -382,7 +385,7 @@ end
 
 -- A reply frame: {"type":"reply","id":<id>,"ok":false,"message":<message>}.
 function Run:_reply_error(id, message, held)
-  self.served[id].answered = true
+  self.served[id] = ANSWERED
   if self.settled then return self:_release(held) end
   local w = self:_writer()
   local ok, err = w:raw('{"type":"reply","id":' .. wire.number(id) .. ',"ok":false,"message":')
@@ -407,7 +410,7 @@ end
 -- gets that as the call's failure rather than waiting until maxWallMs.
 function Run:_serve_guarded(m)
   local ok, err = pcall(Run._serve, self, m)
-  if not ok and not self.served[m.id].answered then
+  if not ok and self.served[m.id] == OPEN then
     self:_reply_error(m.id, "the host failed to serve the call: " .. failure_text(err), m.bytes)
   end
 end
@@ -438,7 +441,7 @@ function Run:_serve(m)
     end
     return self:_reply_error(m.id, "binding resolution must be lossless JSON", held)
   end
-  self.served[m.id].answered = true
+  self.served[m.id] = ANSWERED
   if self.settled then
     w:close()
     return self:_release(held)
