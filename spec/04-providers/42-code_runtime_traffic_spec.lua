@@ -107,6 +107,18 @@ describe("code-runtime-e2b binding traffic", function()
   end
 
   for _, lang in ipairs(LANGS) do
+    it(lang .. ": a call over maxFrameBytes ends the run with a typed error, the host never sees it", function()
+      with_ctx({ maxFrameBytes = 1048576, maxOutputBytes = 65536 }, function(ctx)
+        local called = false
+        local B = { { global = "tools", functions = { echo = function(s) called = true return #s end } } }
+        local program = lang == "lua" and [[return tools.echo(string.rep("x", 4000000))]]
+          or [[return await tools.echo("x".repeat(4000000));]]
+        local r = ctx.codeRuntime:run { language = lang, program = program, bindings = B }
+        assert.same({ kind = "worker-exit", message = "remote worker sent a message over maxFrameBytes" }, r.error)
+        assert.is_false(called)
+      end)
+    end)
+
     it(lang .. ": a run the host stops ends every process it started, also those that left its session", function()
       local function sleepers(ctx)
         local r = assert(ctx.e2b:exec { "/bin/bash", "-c", "ps -eo args=" })

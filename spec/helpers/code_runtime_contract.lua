@@ -403,6 +403,7 @@ return function(name, factory)
       bad({ computeMS = 1 }, 'unknown config key "computeMS" (did you mean "computeMs"?)')
       bad({ luajit = "luajit" }, "config.luajit must be an absolute path")
       assert.equal(code_runtime.DEFAULTS.computeMs, 60000)
+      assert.equal(67108864, code_runtime.DEFAULTS.maxFrameBytes) -- what a host can hold per run (docs/decisions.md)
     end)
 
     it("says when the frame bound is passed by the boot or by a reply", function()

@@ -11,7 +11,8 @@
 --     token array holds (harness-behaviour.md §3.3), decoded as it arrives;
 --     M.BAD when that wire is malformed or not lossless, M.NOT_ARRAY when it
 --     is not an array
---   bytes                                             the string bytes built
+--   bytes                                             what the message holds: its
+--     strings' bytes plus VALUE_COST for each token
 -- Other members are skipped unbuilt. A frame whose root is not an object is
 -- M.IGNORED. A frame that fails a check fails the reader (dsh.frame's
 -- messages), after the messages of the frames before it.
@@ -31,6 +32,7 @@ local M = {}
 
 M.PIECE = 1048576 -- characters per stdin write (dsh.providers.subprocess_e2b's piece)
 M.PACE_BYTES = 2097152 -- work between two turns of the loop
+M.VALUE_COST = 16 -- bytes a decoded value costs beyond its string bytes (a table slot)
 
 M.NOT_SCALAR = setmetatable({}, { __tostring = function() return "not a scalar" end })
 M.NOT_ARRAY = setmetatable({}, { __tostring = function() return "not an array" end })
@@ -60,7 +62,7 @@ function M.reader(max)
 end
 
 function Reader:_reset()
-  self.mode, self.msg, self.key, self.bytes = ROOT, nil, nil, 0
+  self.mode, self.msg, self.key, self.bytes, self.tokens = ROOT, nil, nil, 0, 0
   self.gen, self.ll, self.skip, self.back = nil, nil, 0, nil
 end
 
@@ -127,9 +129,9 @@ function Reader:_skip_value(k, back)
   end
 end
 
-function Reader:_frame_end()
+function Reader:_frame_end(tokens)
   local m = self.mode == AFTER and self.msg or M.IGNORED
-  if m ~= M.IGNORED then m.bytes = self.bytes end
+  if m ~= M.IGNORED then m.bytes = self.bytes + (self.tokens + tokens) * M.VALUE_COST end
   self.qt = self.qt + 1
   self.q[self.qt] = m
   self:_reset()
@@ -137,11 +139,13 @@ end
 
 function Reader:_consume(n)
   local d = self.d
+  local start = 0 -- where the frame under way began in this batch
   for i = 1, n do
     local k = d:kind(i)
     local mode = self.mode
     if k == FRAME then
-      self:_frame_end()
+      self:_frame_end(i - 1 - start)
+      start = i
     elseif mode == SKIP then
       if k == OBJECT or k == ARRAY then
         self.skip = self.skip + 1
@@ -219,6 +223,7 @@ function Reader:_consume(n)
       end
     end -- IGNORE, AFTER: nothing until FRAME
   end
+  self.tokens = self.tokens + n - start
 end
 
 --- The next message; false when work is left (call again); nil when
