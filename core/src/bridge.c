@@ -263,6 +263,16 @@ static int line_end(dsh_bridge_decoder_t *d) {
   return DSH_OK;
 }
 
+/* Tokenizes what is decoded and checked: 0 (go on), 1 (the token cap: return
+ * to the caller) or DSH_ENOMEM. Bad JSON is remembered for the line's end. */
+static int catch_up(dsh_bridge_decoder_t *d) {
+  if (d->rank != R_NONE) return 0;
+  int t = dsh_bridge_tokenize(d, d->u8, 0);
+  if (t == -2) return DSH_ENOMEM;
+  if (t < 0) note(d, R_JSON);
+  return t == 1 ? 1 : 0;
+}
+
 int dsh_bridge_decoder_next(dsh_bridge_decoder_t *d, const dsh_bridge_token_t **toks, size_t *n) {
   d->ntok = 0;
   *toks = d->toks;
@@ -273,18 +283,10 @@ int dsh_bridge_decoder_next(dsh_bridge_decoder_t *d, const dsh_bridge_token_t **
   int rc = DSH_OK;
   size_t budget = STEP;
   for (;;) {
-    /* first whatever is decoded and checked but not tokenized */
-    if (d->rank == R_NONE) {
-      int t = dsh_bridge_tokenize(d, d->u8, 0);
-      if (t == -2) {
-        rc = DSH_ENOMEM;
-        break;
-      }
-      if (t < 0) note(d, R_JSON);
-      if (t == 1) {
-        rc = 1;
-        break;
-      }
+    int t = catch_up(d); /* first whatever is decoded and checked but not tokenized */
+    if (t) {
+      rc = t;
+      break;
     }
     if (d->in_off >= d->in_len) {
       d->drained = 1;
@@ -314,17 +316,10 @@ int dsh_bridge_decoder_next(dsh_bridge_decoder_t *d, const dsh_bridge_token_t **
     d->in_off += take;
     budget -= take < budget ? take : budget;
     if (take == seg && nl) {
-      if (d->rank == R_NONE) {
-        int t = dsh_bridge_tokenize(d, d->u8, 0);
-        if (t == -2) {
-          rc = DSH_ENOMEM;
-          break;
-        }
-        if (t < 0) note(d, R_JSON);
-        if (t == 1) {
-          rc = 1;
-          break;
-        }
+      t = catch_up(d);
+      if (t) {
+        rc = t;
+        break;
       }
       d->in_off++; /* the '\n' */
       int le = line_end(d);
