@@ -89,7 +89,7 @@ function M.execute(svc, spec)
   local r = setmetatable({
     svc = svc, cfg = cfg, spec = spec, label = svc._backend.label,
     logs = wire.array {}, ledger = ledger.new(cfg.maxOutputBytes), served = {}, by_global = {},
-    gate = async.future(), final = async.future(), pump_done = async.future(), wq = {}, wq_head = 1,
+    gate = async.future(), final = async.future(), pump_done = async.future(), wq = {}, wq_head = 1, wq_tail = 0,
     inflight = 0, paced = 0,
   }, Run)
   for _, b in ipairs(spec.bindings) do r.by_global[b.global] = b end
@@ -224,11 +224,12 @@ end
 -- in-flight bytes to release once the frame is out (or dropped).
 function Run:_send(w, held)
   self:_hold(w:len())
-  self.wq[#self.wq + 1] = { w = w, held = (held or 0) + w:len() }
+  self.wq_tail = self.wq_tail + 1
+  self.wq[self.wq_tail] = { w = w, held = (held or 0) + w:len() }
   if self.writing then return end
   self.writing = true
   async.run(function()
-    while self.wq[self.wq_head] do
+    while self.wq_head <= self.wq_tail do
       local item = self.wq[self.wq_head]
       self.wq[self.wq_head] = nil
       self.wq_head = self.wq_head + 1
@@ -246,7 +247,7 @@ function Run:_send(w, held)
       item.w:close()
       self:_release(item.held)
     end
-    self.wq, self.wq_head = {}, 1
+    self.wq, self.wq_head, self.wq_tail = {}, 1, 0
     self.writing = false
   end)
 end
