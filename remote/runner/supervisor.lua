@@ -166,32 +166,59 @@ local function read_some(fd)
   end
 end
 
-local function write_all(fd, s)
-  local p, left = ffi.cast("const uint8_t *", s), #s
-  while left > 0 do
-    local n = C.write(fd, p, left)
+-- Frames to the host ------------------------------------------------------------------
+
+-- Frames wait in a queue and go out as fd 1 takes them, so the loop keeps
+-- reading the host's replies while the host is not reading (it holds back
+-- while calls it serves hold too much: were this process blocked writing,
+-- those replies could never arrive). Past HOST_HIGH queued bytes the worker
+-- is not read, so it waits instead.
+local settled = false
+local host_gone = false
+local HOST_HIGH = 4194304
+local host_q, host_head, host_tail, host_off, host_bytes = {}, 1, 0, 0, 0
+
+-- Writes what fd 1 takes now; true once the queue is empty.
+local function flush_host()
+  while host_head <= host_tail do
+    local s = host_q[host_head]
+    local left = #s - host_off
+    local n = tonumber(C.write(1, ffi.cast("const uint8_t *", s) + host_off, left)) -- a long: a cdata
     if n < 0 then
       local e = ffi.errno()
-      if e ~= EINTR and e ~= EAGAIN then return false end
-      if e == EAGAIN then
-        local pfd = ffi.new("struct pollfd[1]", { { fd, POLLOUT, 0 } })
-        C.poll(pfd, 1, 100)
-      end
-    else
-      p, left = p + n, left - n
+      if e == EAGAIN or e == EINTR then return false end
+      host_gone = true -- nobody reads: drop everything
+      host_q, host_head, host_tail, host_off, host_bytes = {}, 1, 0, 0, 0
+      return true
     end
+    host_bytes = host_bytes - n
+    if n < left then
+      host_off = host_off + n
+      return false
+    end
+    host_q[host_head] = nil
+    host_head, host_off = host_head + 1, 0
   end
+  host_q, host_head, host_tail = {}, 1, 0
   return true
 end
 
--- Frames to the host ------------------------------------------------------------------
-
-local settled = false
-local host_gone = false
-
 local function send(json)
   if host_gone then return end
-  if not write_all(1, fast.b64line(json)) then host_gone = true end
+  local line = fast.b64line(json)
+  host_tail = host_tail + 1
+  host_q[host_tail] = line
+  host_bytes = host_bytes + #line
+  flush_host()
+end
+
+-- The last frames out, waiting for fd 1 as long as it takes (the host ends us otherwise).
+local function flush_host_all()
+  local pfd = ffi.new("struct pollfd[1]")
+  while not flush_host() do
+    pfd[0].fd, pfd[0].events, pfd[0].revents = 1, POLLOUT, 0
+    C.poll(pfd, 1, 100)
+  end
 end
 
 -- UTF-8 text of raw bytes: invalid bytes become U+FFFD; an incomplete trailing
@@ -395,7 +422,7 @@ local function finish(terminal)
   drain_raw()
   if limited then terminal = '{"type":"output-limit"}' end
   send(terminal)
-  io.stdout:flush()
+  flush_host_all()
   os.exit(0)
 end
 
@@ -517,6 +544,7 @@ end
 -- The loop ----------------------------------------------------------------------------
 
 C.fcntl(0, F_SETFL, ffi.new("int", O_NONBLOCK))
+C.fcntl(1, F_SETFL, ffi.new("int", O_NONBLOCK))
 local host_buf, msg_buf = {}, {}
 local host_len, msg_len = 0, 0
 local msg_eof, worker_exit, exit_seen_ms = false, nil, nil
@@ -560,7 +588,7 @@ local function cpu_ms()
   return tonumber(ts.tv_sec) * 1000 + tonumber(ts.tv_nsec) / 1e6
 end
 
-local pfds = ffi.new("struct pollfd[6]")
+local pfds = ffi.new("struct pollfd[7]")
 while true do
   local n = 0
   local function add(fd, ev)
@@ -569,10 +597,13 @@ while true do
   end
   add(0, POLLIN)
   if SIGFD >= 0 then add(SIGFD, POLLIN) end
+  if host_head <= host_tail then add(1, POLLOUT) end
   if fds then
-    add(fds.out, POLLIN)
-    add(fds.err, POLLIN)
-    if not msg_eof then add(fds.msg, POLLIN) end
+    if host_bytes < HOST_HIGH then -- else the worker waits until the host has read
+      add(fds.out, POLLIN)
+      add(fds.err, POLLIN)
+      if not msg_eof then add(fds.msg, POLLIN) end
+    end
     if out_queue[out_head] then add(fds.input, POLLOUT) end
   end
   local r = C.poll(pfds, n, 25)
@@ -583,6 +614,8 @@ while true do
       if fd == SIGFD then -- the host ends the run: nothing it started may stay
         kill_descendants()
         os.exit(1)
+      elseif fd == 1 then
+        flush_host()
       elseif fd == 0 then
         local chunk = read_some(0)
         if chunk == "" then -- the host is gone: nobody can read a result
@@ -626,7 +659,14 @@ while true do
       if w == worker_pid then worker_exit, exit_seen_ms = status[0], now_ms() end
     end
     -- a child of the worker may hold its message pipe open: wait for it briefly only
-    if worker_exit and not msg_eof and now_ms() - exit_seen_ms > 200 then msg_eof = true end
+    -- (while the pipe is read: the worker's last messages may wait behind the host)
+    if worker_exit and not msg_eof then
+      if host_bytes >= HOST_HIGH then
+        exit_seen_ms = now_ms()
+      elseif now_ms() - exit_seen_ms > 200 then
+        msg_eof = true
+      end
+    end
     if worker_exit and msg_eof then
       local st = worker_exit
       local sig = bit.band(st, 0x7f)

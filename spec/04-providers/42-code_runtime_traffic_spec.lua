@@ -106,6 +106,21 @@ describe("code-runtime-e2b binding traffic", function()
     end)
   end
 
+  if node.dir() then
+    it("large calls and replies held back at once never deadlock: the runner reads replies while it waits", function()
+      local MIB = 1048576
+      with_ctx({ maxFrameBytes = 16 * MIB, maxOutputBytes = MIB, maxWallMs = 120000 }, function(ctx)
+        local B = { { global = "tools", functions = { echo = function(s) return s end } } }
+        local r = ctx.codeRuntime:run { language = "javascript", bindings = B, program = [[
+          const s = "y".repeat(8 * 1048576);
+          const got = await Promise.all(Array.from({ length: 6 }, () => tools.echo(s)));
+          return got.map((g) => g.length);]] }
+        local n = 8 * MIB
+        assert.same({ logs = {}, value = { n, n, n, n, n, n } }, r)
+      end)
+    end)
+  end
+
   for _, lang in ipairs(LANGS) do
     it(lang .. ": a call over maxFrameBytes ends the run with a typed error, the host never sees it", function()
       with_ctx({ maxFrameBytes = 1048576, maxOutputBytes = 65536 }, function(ctx)
