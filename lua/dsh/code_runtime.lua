@@ -35,6 +35,18 @@ M.LANGUAGES = { lua = true, typescript = true, javascript = true }
 M.null, M.array, M.object = wire.null, wire.array, wire.object
 M.encode, M.decode = wire.encode, wire.decode
 M.RESERVED_GLOBALS = bindings.RESERVED_GLOBALS
+
+--- Checks bindings as run() does for language (misuse raises "<prefix>:
+-- <method>: ..." at the caller; method defaults to "run") and returns them
+-- normalised: each
+-- {global=, names=, functions={name=fn}, errorClass=, declarations={name=
+-- {description=, params=, returns=}}} (see docs/code-runtime.md, "Bindings").
+function M.check_bindings(prefix, language, list, method)
+  if not M.LANGUAGES[language] then
+    errors.misuse(prefix, '%s: language must be "lua", "typescript" or "javascript"', method or "run")
+  end
+  return (bindings.check(prefix, language, list, method))
+end
 M.RESERVED_ERROR_MEMBERS = bindings.RESERVED_ERROR_MEMBERS
 
 --- Runner files, by the name they get beside each other, and where their
@@ -99,7 +111,7 @@ M.DEFAULTS = {
   maxWallMs = 600000,
   maxOutputBytes = 67108864,
   maxOldGenerationSizeMb = 512,
-  maxFrameBytes = 268435456,
+  maxFrameBytes = 67108864, -- the reference has 256 MiB; see docs/decisions.md ("Code Mode traffic")
   killGraceMs = 2000,
   maxMemoryMb = 512,
   language = "lua",
@@ -157,7 +169,7 @@ end
 
 ---@class dsh.code_runtime.Binding
 ---@field global string
----@field functions table<string, function|{fn:function, doc:string?, params:table?, returns:string?}>
+---@field functions table<string, function|{fn:function, description:string?, params:table?, returns:table|string|nil}>
 ---@field errorClass {name:string, memberNameProperty:string}|nil
 
 ---@class dsh.code_runtime.RunOpts

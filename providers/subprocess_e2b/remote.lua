@@ -120,11 +120,31 @@ function Proc._closed_error()
   return errors.new("SUBPROCESS_CLOSED", NAME .. ": the process was released")
 end
 
+--- Bytes per SendInput: well within any daemon's request bound (dshd takes
+-- 64 MiB bodies) and its input queue (dshd queues 8 MiB per process).
+M.INPUT_PIECE = 1048576
+
+-- Input goes in pieces, each handed over before the next; a daemon whose
+-- queue is full (resource_exhausted: the process has not read yet) is asked
+-- again after a pause that grows to 50 ms, as a blocking pipe write would wait.
 function Proc:write(s)
   if self._closed then return nil, self:_closed_error() end
-  if self._pty then return self._client:send_pty(self._envd_pid, s) end
-  if s == "" then return true end
-  return self._client:send_stdin(self._envd_pid, s)
+  if s == "" and not self._pty then return true end
+  local send = self._pty and self._client.send_pty or self._client.send_stdin
+  local piece_max, i, n, delay = M.INPUT_PIECE, 1, #s, nil
+  repeat
+    local piece = (i == 1 and n <= piece_max) and s or s:sub(i, i + piece_max - 1)
+    local ok, err = send(self._client, self._envd_pid, piece)
+    if ok then
+      i, delay = i + #piece, nil
+    elseif err.code == "resource_exhausted" and not self._closed and not self._end then
+      delay = math.min((delay or 1) * 2, 50)
+      async.sleep(delay)
+    else
+      return nil, err
+    end
+  until i > n
+  return true
 end
 
 function Proc:close_stdin()

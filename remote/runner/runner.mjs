@@ -169,19 +169,24 @@ async function main() {
   const finish = (msg) => { if (!settled) { settled = true; put(msg); } process.exit(0); };
   const fail = (kind, message) => finish({ type: 'done', error: { kind, message } });
 
-  // Lines from the supervisor.
+  // Lines from the supervisor. A long line comes in many chunks: they are
+  // kept apart and joined once, and only each new chunk is searched for the
+  // end of the line (searching the joined text again would be quadratic).
   const lines = [];
   let waiting = null;
-  let pending = '';
+  let onLine = (line) => { if (waiting) { const w = waiting; waiting = null; w(line); } else lines.push(line); };
+  let parts = [];
   const input = fs.createReadStream(null, { fd: 4, encoding: 'utf8', highWaterMark: 65536 });
   input.on('data', (s) => {
-    pending += s;
-    let nl;
-    while ((nl = pending.indexOf('\n')) >= 0) {
-      const line = pending.slice(0, nl);
-      pending = pending.slice(nl + 1);
-      if (waiting) { const w = waiting; waiting = null; w(line); } else lines.push(line);
+    let start = 0; let nl;
+    while ((nl = s.indexOf('\n', start)) >= 0) {
+      parts.push(s.slice(start, nl));
+      const line = parts.length === 1 ? parts[0] : parts.join('');
+      parts = [];
+      start = nl + 1;
+      onLine(line);
     }
+    if (start < s.length) parts.push(s.slice(start));
   });
   input.on('end', () => process.exit(3));
   input.on('error', () => process.exit(3));
@@ -249,21 +254,12 @@ async function main() {
       settle({ type: 'done', error: { kind: 'timeout', message: `compute budget exhausted (${boot.computeMs}ms busy)` } });
     }
   }, 25);
-  const onLine = (line) => {
+  onLine = (line) => {
     let m;
     try { m = JSON.parse(line); } catch { return; }
     if (m && m.type === 'reply') worker.postMessage(m);
   };
   for (const l of lines.splice(0)) onLine(l);
-  input.removeAllListeners('data');
-  input.on('data', (s) => {
-    pending += s;
-    let nl;
-    while ((nl = pending.indexOf('\n')) >= 0) {
-      onLine(pending.slice(0, nl));
-      pending = pending.slice(nl + 1);
-    }
-  });
 }
 
 // A stack trace with the program's own frames only, as program:<line>:<column>.

@@ -13,6 +13,8 @@ local ffi = require "ffi"
 local DIR = arg[0]:match("^(.*)/[^/]*$") or "."
 local W = dofile(DIR .. "/code-runtime-wire.lua")
 local fast = dofile(DIR .. "/code-runtime-fast.lua")
+-- the wire's byte loops through the FFI (same results, ~10x faster than its patterns)
+W.valid_utf8, W.quote, W.has_control = fast.valid_utf8, fast.quote, fast.has_control
 
 local concat, select, tostring, type, pairs, ipairs, setmetatable, getmetatable, error, xpcall =
   table.concat, select, tostring, type, pairs, ipairs, setmetatable, getmetatable, error, xpcall
@@ -40,19 +42,28 @@ local function put(line)
   end
 end
 
+-- Lines from the supervisor. A long line comes in many reads: its pieces are
+-- kept in a list and joined once (joining as they come would copy it again
+-- with every read).
 local rbuf = ffi.new("uint8_t[65536]")
-local pending = ""
+local pending, pieces = "", {}
 local function get_line()
   while true do
     local nl = find(pending, "\n", 1, true)
     if nl then
       local line = sub(pending, 1, nl - 1)
+      if #pieces > 0 then
+        pieces[#pieces + 1] = line
+        line = concat(pieces)
+        pieces = {}
+      end
       pending = sub(pending, nl + 1)
       return line
     end
+    if pending ~= "" then pieces[#pieces + 1] = pending end
     local n = C.read(FROM_SUP, rbuf, 65536)
     if n == 0 then os.exit(3) end -- the supervisor is gone
-    if n > 0 then pending = pending .. ffi.string(rbuf, n) elseif ffi.errno() ~= 4 then os.exit(3) end
+    if n > 0 then pending = ffi.string(rbuf, n) elseif ffi.errno() ~= 4 then os.exit(3) else pending = "" end
   end
 end
 
@@ -71,16 +82,28 @@ local function cut(s, i)
   return i
 end
 
+-- A code-point-safe cut at or before byte i + at of s (at: where the rest starts).
+local function cut_from(s, at, i)
+  while i > 0 and at + i < #s do
+    local b = s:byte(at + i + 1)
+    if b < 0x80 or b >= 0xC0 then break end
+    i = i - 1
+  end
+  return i
+end
+
 local function log(text)
   -- Longer than the ledger could ever take: only what it could keep matters.
   if #text > MAX_OUT + 4 then text = sub(text, 1, cut(text, MAX_OUT + 4)) end
-  while #text > LOG_PIECE do
-    local k = cut(text, LOG_PIECE)
+  local at = 0 -- bytes of text already sent (slicing the rest off each time would copy it again)
+  while #text - at > LOG_PIECE do
+    local k = cut_from(text, at, LOG_PIECE)
     if k == 0 then k = LOG_PIECE end
-    local piece = sub(text, 1, k)
+    local piece = sub(text, at + 1, at + k)
     put('{"type":"log","more":true,"text":' .. (fast.plain(piece) and ('"' .. piece .. '"') or W.quote(piece)) .. "}\n")
-    text = sub(text, k + 1)
+    at = at + k
   end
+  if at > 0 then text = sub(text, at + 1) end
   put('{"type":"log","text":' .. (fast.plain(text) and ('"' .. text .. '"') or W.quote(text)) .. "}\n")
 end
 

@@ -40,6 +40,7 @@ local layering = require "helpers.layering"
 local BINDINGS = {
   "loop", "http", "proc", "envelope", "frame", "lspframe", "base64", "utf8", "ledger", "sha256", "hostfs",
   "sysutil", "envd_events", "termscreen", "termtext",
+  "bridge", -- Code Mode frames decoded and built in C (the host never looks at a payload byte in Lua)
   "tty", -- the host's own terminal (raw mode, window size, stdin on the loop) for `dsh shell`
   "hostwatch", -- inotify on the loop, for fs-local's watch
 }

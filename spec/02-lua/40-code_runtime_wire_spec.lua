@@ -2,6 +2,7 @@
 -- how Lua values map, what cannot cross (a typed error naming where), the
 -- wire's decoding rules, depth, JSON text, and byte costs equal to
 -- JSON.stringify's (checked against Node when it is installed).
+local helpers = require "helpers"
 local wire = require "dsh.code_runtime._wire"
 local ledger = require "dsh.ledger"
 
@@ -114,6 +115,23 @@ describe("code runtime wire", function()
       p:close()
     end
     assert.equal(65, cost)
+  end)
+
+  it("the runners' byte loops (remote/runner/fast.lua) agree with the wire's own, on every kind of byte", function()
+    local fast = dofile(helpers.root .. "/remote/runner/fast.lua")
+    math.randomseed(7)
+    local pieces = { "a", "é", "你", "😀", '"', "\\", "\n", "\t", "\1", "\31", "\127", "\237\160\128", "\237\191\191",
+      "\255", "\192\128", "\237\159\191", "\244\143\191\191", "\244\144\128\128", "\240\144\128\128", "\224\160\128",
+      "\224\159\191", "\0", "x y" }
+    for _ = 1, 20000 do
+      local t = {}
+      for i = 1, math.random(0, 12) do t[i] = pieces[math.random(#pieces)] end
+      local s = table.concat(t)
+      if math.random() < 0.2 then s = s:sub(1, math.random(0, #s)) end
+      assert.equal(wire.valid_utf8(s), fast.valid_utf8(s), ("%q"):format(s))
+      assert.equal(wire.quote(s), fast.quote(s), ("%q"):format(s))
+      assert.equal(wire.has_control(s), fast.has_control(s), ("%q"):format(s))
+    end
   end)
 
   it("never raises on hostile text (fuzz)", function()

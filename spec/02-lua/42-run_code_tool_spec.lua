@@ -51,16 +51,78 @@ describe("run_code tool", function()
 
   it("describes the bindings in the program's language", function()
     local lua = run_code.new({ bindings = TOOLS }).description
-    assert.truthy(lua:find("tools.count(a: integer, b?: integer) -> integer\n  -- Add numbers.", 1, true), lua)
-    assert.truthy(lua:find("tools.readFile(path: string) -> string\n  -- Read a text file.", 1, true))
-    assert.truthy(lua:find("tools.boom() -> any", 1, true))
+    assert.truthy(lua:find("---Add numbers.\n---@param a integer\n---@param b? integer\n---@return integer\n"
+      .. "function tools.count(a, b) end", 1, true), lua)
+    assert.truthy(lua:find("---Read a text file.\n---@param path string\n---@return string\n"
+      .. "function tools.readFile(path) end", 1, true))
+    assert.truthy(lua:find("---@param ... any\n---@return any\nfunction tools.boom(...) end", 1, true))
     assert.truthy(lua:find("ToolCallError table {message=, toolName=<function name>}", 1, true))
     local ts = run_code.new({ language = "typescript", bindings = TOOLS }).description
-    assert.truthy(ts:find("declare const tools: {\n  boom(): Promise<unknown>;\n  /** Add numbers. */\n"
+    assert.truthy(ts:find("declare const tools: {\n  boom(...args: unknown[]): Promise<unknown>;\n"
+      .. "  /** Add numbers. */\n"
       .. "  count(a: number, b?: number): Promise<number>;\n  /** Read a text file. */\n"
       .. "  readFile(path: string): Promise<string>;\n};", 1, true), ts)
     assert.truthy(ts:find("declare class ToolCallError extends Error { toolName: string }", 1, true))
     assert.truthy(ts:find("async TypeScript function", 1, true))
+  end)
+
+  it("renders declared JSON Schema types, results and docs in each language", function()
+    local B = { { global = "repo", functions = {
+      search = { fn = function() end, description = "Search the code.",
+        params = {
+          { name = "query", description = "what to find", schema = { type = "object", required = { "text" },
+            properties = { text = { type = "string" }, limit = { type = "integer" },
+              ["match-case"] = { type = "boolean" }, kind = { enum = { "file", "symbol" } } } } },
+          { name = "paths", optional = true, schema = { type = "array", items = { type = "string" } } },
+        },
+        returns = { type = "array", items = { type = "object", properties = {
+          path = { type = "string" }, line = { type = "integer" }, score = { type = { "number", "null" } } } } } },
+      meta = { fn = function() end, params = {},
+        returns = { type = "object", additionalProperties = { type = "integer" } } },
+      either = { fn = function() end, params = { { name = "v", schema = { anyOf = { { type = "string" },
+        { const = 3 } } } } }, returns = { type = "boolean" } },
+    } } }
+    local ts = run_code.describe("typescript", B)
+    assert.truthy(ts:find("  /**\n   * Search the code.\n   * @param query what to find\n   */\n"
+      .. '  search(query: { kind?: "file" | "symbol"; limit?: number; "match-case"?: boolean; text: string }, '
+      .. "paths?: string[]): Promise<{ line?: number; path?: string; score?: number | null }[]>;", 1, true), ts)
+    assert.truthy(ts:find("  meta(): Promise<Record<string, number>>;", 1, true), ts)
+    assert.truthy(ts:find("  either(v: string | 3): Promise<boolean>;", 1, true), ts)
+    local lua = run_code.describe("lua", B)
+    assert.truthy(lua:find("---Search the code.\n"
+      .. '---@param query {kind?: "file" | "symbol", limit?: integer, ["match-case"]?: boolean, text: string} '
+      .. "what to find\n---@param paths? string[]\n"
+      .. "---@return {line?: integer, path?: string, score?: number | json.null}[]\n"
+      .. "function repo.search(query, paths) end", 1, true), lua)
+    assert.truthy(lua:find("---@return table<string, integer>\nfunction repo.meta() end", 1, true), lua)
+    assert.truthy(lua:find("---@param v string | 3\n", 1, true), lua)
+  end)
+
+  it("checks declarations as it checks the rest of the config, at the caller's line", function()
+    local HERE = debug.getinfo(1, "S").short_src
+    local fn = function() end
+    local cases = {
+      { { fn = fn, pramas = {} }, 'binding "t.f": unknown key "pramas" (did you mean "params"?)' },
+      { { fn = fn, params = { { name = "a", type = "str" } } },
+        'binding "t.f".params[1].schema.type: unknown type "str" (string, number, integer, boolean, null, array, '
+        .. "object)" },
+      { { fn = fn, params = { { name = "a", schema = { properties = { x = { typ = "string" } } } } } },
+        'binding "t.f".params[1].schema.properties.x: unknown key "typ" (did you mean "type"?)' },
+      { { fn = fn, params = { { name = "end" } } }, 'binding "t.f".params[1].name "end" is not a usable identifier' },
+      { { fn = fn, params = { { name = "a" }, { name = "a" } } }, 'binding "t.f".params[2].name "a" is repeated' },
+      { { fn = fn, params = { { name = "a", optional = true }, { name = "b" } } },
+        'binding "t.f".params[2] is required but follows an optional parameter' },
+      { { fn = fn, returns = { enum = {} } }, 'binding "t.f".returns.enum must be a non-empty list' },
+      { { fn = fn, description = 3 }, 'binding "t.f".description must be a string' },
+      { { doc = "no fn" }, 'binding "t.f" is not a function' },
+    }
+    for _, c in ipairs(cases) do
+      local cfg = { bindings = { { global = "t", functions = { f = c[1] } } } }
+      local line = debug.getinfo(1, "l").currentline + 1
+      local ok, err = pcall(function() return run_code.new(cfg) end)
+      assert.is_false(ok, c[2])
+      assert.equal(HERE .. ":" .. line .. ": dsh.tools.run_code: new: " .. c[2], err)
+    end
   end)
 
   it("renders logs then the value; strings as they are, the rest as indented JSON", function()

@@ -280,7 +280,8 @@ describe("dsh.tools on a local sandbox", function()
       local list = tools.for_context(ctx, { runCode = { bindings = { { global = "host", functions = {
         twice = { fn = function(n) return n * 2 end, doc = "Twice n.", params = { { name = "n", type = "number" } },
           returns = "number" } } } } } })
-      assert.matches("host%.twice%(n: number%) %-> number", list[#list].description)
+      assert.matches("%-%-%-Twice n%.\n%-%-%-@param n number\n%-%-%-@return number\nfunction host%.twice%(n%) end",
+        list[#list].description)
       r = tools.call(ctx, "run_code", { code = "return host.twice(21)", description = "binding" }, { tools = list })
       assert.equal("42", r.text)
     end)

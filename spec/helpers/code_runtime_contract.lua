@@ -217,6 +217,16 @@ return function(name, factory)
           end)
         end)
 
+        it("gives a namespace without functions as an empty one", function()
+          with_env({}, function(_, cr)
+            local program = lang == "lua"
+              and "local n = 0 for _ in pairs(tools) do n = n + 1 end return { type(tools), n }"
+              or "return [typeof tools, Object.keys(tools).length];"
+            local r = cr:run { language = lang, program = program, bindings = { { global = "tools", functions = {} } } }
+            assert.same({ logs = {}, value = { lang == "lua" and "table" or "object", 0 } }, r)
+          end)
+        end)
+
         it("keeps working after the program mutates built-ins and globals", function()
           with_env({}, function(_, cr)
             local r = cr:run { language = lang, program = P.mutate[lang], bindings = tools() }
@@ -393,6 +403,7 @@ return function(name, factory)
       bad({ computeMS = 1 }, 'unknown config key "computeMS" (did you mean "computeMs"?)')
       bad({ luajit = "luajit" }, "config.luajit must be an absolute path")
       assert.equal(code_runtime.DEFAULTS.computeMs, 60000)
+      assert.equal(67108864, code_runtime.DEFAULTS.maxFrameBytes) -- what a host can hold per run (docs/decisions.md)
     end)
 
     it("says when the frame bound is passed by the boot or by a reply", function()

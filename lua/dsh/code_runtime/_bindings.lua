@@ -3,7 +3,9 @@
 --
 -- A failure raises (bindings are the caller's code) with the reference's
 -- messages, after the provider's name and the method ("<provider>: run: ...").
+local declare = require "dsh.code_runtime._declare"
 local errors = require "dsh.errors"
+local wire = require "dsh.code_runtime._wire"
 
 local M = {}
 
@@ -50,9 +52,10 @@ local function usable(lang, name)
 end
 
 --- Checks bindings for language; returns the normalised list
--- {{global=, functions={name=fn}, names={...}, errorClass=}} and the boot's namespaces.
-function M.check(prefix, lang, bindings)
-  local function fail(msg) errors.misuse(prefix, "run: %s", msg) end
+-- {{global=, functions={name=fn}, names={...}, errorClass=, declarations={name=decl}}}
+-- (decl: dsh.code_runtime._declare's) and the boot's namespaces.
+function M.check(prefix, lang, bindings, method)
+  local function fail(msg) errors.misuse(prefix, "%s: %s", method or "run", msg) end
   if bindings == nil then return {}, {} end
   if type(bindings) ~= "table" then fail("bindings must be a list") end
   local reserved = M.RESERVED_GLOBALS[lang]
@@ -65,14 +68,12 @@ function M.check(prefix, lang, bindings)
     if reserved[g] or globals[g] then fail(string.format('duplicate binding global "%s"', g)) end
     globals[g] = true
     if type(b.functions) ~= "table" then fail('binding "' .. g .. '" must have a table of functions') end
-    local fns, names = {}, {}
+    local fns, names, decls = {}, {}, {}
     for name, f in pairs(b.functions) do
       if type(name) ~= "string" or name == "" then
         fail('binding "' .. g .. '" has a function name that is not a string')
       end
-      local fn = type(f) == "table" and f.fn or f
-      if type(fn) ~= "function" then fail(string.format('binding "%s.%s" is not a function', g, name)) end
-      fns[name] = fn
+      fns[name], decls[name] = declare.check_function(fail, g, name, f, function(p) return usable(lang, p) end)
       names[#names + 1] = name
     end
     table.sort(names)
@@ -88,8 +89,9 @@ function M.check(prefix, lang, bindings)
       end
       ec = { name = ec.name, memberNameProperty = p }
     end
-    out[i] = { global = g, functions = fns, names = names, errorClass = ec, docs = b.functions }
-    namespaces[i] = { global = g, names = names, errorClass = ec }
+    out[i] = { global = g, functions = fns, names = names, errorClass = ec, declarations = decls }
+    -- names is an array even when empty (a Node runner iterates it)
+    namespaces[i] = { global = g, names = wire.array(names), errorClass = ec }
   end
   -- class names join the globals once every global is known
   for _, b in ipairs(out) do

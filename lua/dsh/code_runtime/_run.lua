@@ -9,8 +9,17 @@
 -- Settling is final: frames and late replies after it are dropped and
 -- nothing more is written. finish then terminates the group, waits for its
 -- outcome and for the whole group to be gone, and only then reports.
+--
+-- Frames go through the C bridge both ways (dsh.code_runtime._frames): the
+-- host never checks or converts a payload byte in Lua, and a run's work
+-- gives the loop a turn every PACE_BYTES, so one run's traffic never holds
+-- up the others. Memory is bounded by design: a frame is at most
+-- maxFrameBytes (refused as its bytes arrive, before they are decoded), and
+-- while the calls being served hold more than maxFrameBytes of arguments
+-- and replies, no further frame is read: the runner waits (its pipe fills)
+-- until replies went out.
 local async = require "dsh.async"
-local frame = require "dsh.frame"
+local frames = require "dsh.code_runtime._frames"
 local ledger = require "dsh.ledger"
 local loop = require "dsh.loop"
 local wire = require "dsh.code_runtime._wire"
@@ -20,6 +29,8 @@ local M = {}
 M.KINDS = { exception = true, timeout = true, abort = true, ["worker-exit"] = true,
   ["invalid-output"] = true, ["output-limit"] = true }
 local MAX_SAFE = 9007199254740991
+local OPEN, ANSWERED = 1, 2 -- a served call id's state (a duplicate id is ignored either way)
+local CALL_COST = 1024 -- in-flight bytes a call counts beyond its arguments: bounds how many run at once
 
 local unpack = unpack -- luacheck: ignore 143
 local pack = function(...) return { n = select("#", ...), ... } end
@@ -33,6 +44,33 @@ end
 local function message_of(e)
   if type(e) == "table" and type(e.message) == "string" then return e.message end
   return tostring(e)
+end
+
+-- "source.lua:12: " that error() puts before a message (also several, as a
+-- message raised again with a level gathers them): the host's source is not
+-- the model's business.
+local function strip_position(s)
+  for _ = 1, 16 do
+    local rest = s:match("^[^%s:]+%.lua:%d+: (.*)$") or s:match('^%[string ".-"%]:%d+: (.*)$')
+    if not rest then break end
+    s = rest
+  end
+  return s
+end
+
+-- The text of a binding's failure, as the model sees it: an error table's
+-- message, a string without the position error() put before it, anything
+-- else through tostring; a __tostring that raises (or returns no string)
+-- gives a fixed text instead, so the call is always answered.
+local function failure_text(e)
+  if type(e) == "table" then
+    local ok, m = pcall(function() return e.message end)
+    if ok and type(m) == "string" then return m end
+  end
+  if type(e) == "string" then return strip_position(e) end
+  local ok, s = pcall(tostring, e)
+  if ok and type(s) == "string" then return strip_position(s) end
+  return "binding failed with an error that cannot be shown"
 end
 
 ---@class dsh.code_runtime.Run
@@ -51,7 +89,8 @@ function M.execute(svc, spec)
   local r = setmetatable({
     svc = svc, cfg = cfg, spec = spec, label = svc._backend.label,
     logs = wire.array {}, ledger = ledger.new(cfg.maxOutputBytes), served = {}, by_global = {},
-    gate = async.future(), final = async.future(), pump_done = async.future(), wq = {},
+    gate = async.future(), final = async.future(), pump_done = async.future(), wq = {}, wq_head = 1, wq_tail = 0,
+    inflight = 0, paced = 0,
   }, Run)
   for _, b in ipairs(spec.bindings) do r.by_global[b.global] = b end
   svc._live[r] = true
@@ -131,45 +170,90 @@ function Run:_main()
   if not h.stdin or not h.stdout then
     return self:_fail("worker-exit", self.label .. " subprocess dropped a piped runtime stream")
   end
-  self.decoder = assert(frame.decoder(cfg.maxFrameBytes))
+  self.reader = frames.reader(cfg.maxFrameBytes)
   self.pumping = true
   self:_task(Run._pump)
-  local boot = wire.encode_json {
-    type = "boot", language = self.spec.language, code = self.spec.program,
-    namespaces = wire.array(self.spec.namespaces), computeMs = cfg.computeMs,
-    maxOutputBytes = cfg.maxOutputBytes, maxOldGenerationSizeMb = cfg.maxOldGenerationSizeMb,
-    maxMemoryMb = cfg.maxMemoryMb, libraries = wire.array(cfg.luaLibraries),
-  }
   self.timer = loop.timer(function()
     self:_fail("timeout", "wall-clock ceiling reached (" .. cfg.maxWallMs .. "ms)")
   end)
   self.timer:start(cfg.maxWallMs)
-  self:_send(boot)
+  local w = self:_writer()
+  local bok, berr = wire.encode_json_into({
+    type = "boot", language = self.spec.language, code = self.spec.program,
+    namespaces = wire.array(self.spec.namespaces), computeMs = cfg.computeMs,
+    maxOutputBytes = cfg.maxOutputBytes, maxOldGenerationSizeMb = cfg.maxOldGenerationSizeMb,
+    maxMemoryMb = cfg.maxMemoryMb, libraries = wire.array(cfg.luaLibraries),
+  }, w)
+  if not bok then
+    w:close()
+    if type(berr) == "table" then return self:_bridge_failed(berr) end
+    return self:_fail("worker-exit", self.label .. " bridge failed: the program is not valid UTF-8")
+  end
+  self:_send(w)
 end
 
--- Frames out, one at a time and never after settling.
-function Run:_send(json)
-  local f, ferr = frame.encode(json, self.cfg.maxFrameBytes)
-  if not f then return self:_fail("worker-exit", self.label .. " bridge failed: " .. ferr.message) end
-  self.wq[#self.wq + 1] = f
+-- Lets the loop run once this run has worked PACE_BYTES since it last did.
+function Run:_pace(bytes)
+  self.paced = self.paced + bytes
+  if self.paced >= frames.PACE_BYTES then
+    self.paced = 0
+    async.sleep(0)
+  end
+end
+
+function Run:_writer()
+  return frames.writer(self.cfg.maxFrameBytes, function(n) self:_pace(n) end)
+end
+
+function Run:_bridge_failed(err)
+  self:_fail("worker-exit", self.label .. " bridge failed: " .. message_of(err))
+end
+
+-- In-flight bytes: calls being served and replies not yet written.
+function Run:_hold(n) self.inflight = self.inflight + n end
+function Run:_release(n)
+  self.inflight = self.inflight - n
+  if self.space and self.inflight <= self.cfg.maxFrameBytes then
+    local f = self.space
+    self.space = nil
+    f:resolve()
+  end
+end
+
+-- Frames out, one at a time, in pieces, and never after settling. held:
+-- in-flight bytes to release once the frame is out (or dropped).
+function Run:_send(w, held)
+  self:_hold(w:len())
+  self.wq_tail = self.wq_tail + 1
+  self.wq[self.wq_tail] = { w = w, held = (held or 0) + w:len() }
   if self.writing then return end
   self.writing = true
   async.run(function()
-    while #self.wq > 0 and not self.settled do
-      local s = table.remove(self.wq, 1)
-      local ok, err = self.h.stdin:write(s)
-      if not ok and not self.settled then
-        -- a start that failed shows first here (the group never got a pid)
-        local what = self.h.pid < 0 and " spawn failed: " or " bridge write failed: "
-        self:_fail("worker-exit", self.label .. what .. message_of(err))
+    while self.wq_head <= self.wq_tail do
+      local item = self.wq[self.wq_head]
+      self.wq[self.wq_head] = nil
+      self.wq_head = self.wq_head + 1
+      local more = not self.settled
+      while more and not self.settled do
+        local piece
+        piece, more = item.w:emit()
+        local ok, err = self.h.stdin:write(piece)
+        if not ok and not self.settled then
+          -- a start that failed shows first here (the group never got a pid)
+          local what = self.h.pid < 0 and " spawn failed: " or " bridge write failed: "
+          self:_fail("worker-exit", self.label .. what .. message_of(err))
+        end
       end
+      item.w:close()
+      self:_release(item.held)
     end
+    self.wq, self.wq_head, self.wq_tail = {}, 1, 0
     self.writing = false
   end)
 end
 
 function Run:_pump()
-  local h = self.h
+  local h, reader = self.h, self.reader
   while true do
     local chunk, err = h.stdout:read()
     if not chunk then
@@ -183,14 +267,23 @@ function Run:_pump()
       break
     end
     if not self.settled then
-      local texts, derr, before = self.decoder:push(chunk)
-      for _, t in ipairs(texts or before) do
-        if self.settled then break end
-        self:_message(t)
+      local ok, derr = reader:push(chunk)
+      while ok and not self.settled do
+        local m
+        m, derr = reader:next()
+        if m == nil then break end
+        if m then self:_message(m) end
+        self:_pace(reader.work)
+        reader.work = 0
+        -- bound what the calls being served hold: read on once replies went out
+        while self.inflight > self.cfg.maxFrameBytes and not self.settled do
+          self.space = self.space or async.future()
+          async.race { self.space, self.gate }
+        end
       end
-      if not texts then
+      if derr and not self.settled then
         self.decoder_failed = true
-        self:_fail("worker-exit", self.label .. " bridge failed: " .. derr.message)
+        self:_bridge_failed(derr)
       end
     end
   end
@@ -229,29 +322,37 @@ function Run:_log(text)
   return false
 end
 
+-- A log in pieces: the pieces are kept and joined once the last arrives (or
+-- once they are longer than the ledger's bound, which they can never fit).
 function Run:_log_piece(text, more)
-  local pending = self.pending and (self.pending .. text) or text
-  if more and #pending <= self.cfg.maxOutputBytes then
-    self.pending = pending
-    return
+  local p = self.pending
+  if not p then
+    if not more then return self:_log(text) end
+    p = { n = 0, bytes = 0 }
+    self.pending = p
   end
+  p.n, p.bytes = p.n + 1, p.bytes + #text
+  p[p.n] = text
+  if more and p.bytes <= self.cfg.maxOutputBytes then return end
   self.pending = nil
-  self:_log(pending) -- a log already longer than the ledger's bound cannot fit: limit now
+  self:_pace(p.bytes)
+  self:_log(table.concat(p, "", 1, p.n)) -- a log already longer than the ledger's bound cannot fit: limit now
 end
 
 -- Frames in ---------------------------------------------------------------------------
 
-function Run:_message(text)
-  local m = wire.decode_json(text, true) -- the frame decoder validated it
-  if type(m) ~= "table" or getmetatable(m) == wire.array_mt then return end
+function Run:_message(m)
+  if m == frames.IGNORED then return end
   local t = m.type
   if t == "log" then
     if type(m.text) == "string" then self:_log_piece(m.text, m.more == true) end
   elseif t == "call" then
     if safe_id(m.id) and type(m.global) == "string" and type(m.name) == "string"
-      and getmetatable(m.args) == wire.array_mt and not self.served[m.id] then
-      self.served[m.id] = true
-      async.run(Run._serve, self, m)
+      and m.args ~= nil and m.args ~= frames.NOT_ARRAY and not self.served[m.id] then
+      self.served[m.id] = OPEN
+      m.bytes = m.bytes + CALL_COST -- a call costs its task and records, however small
+      self:_hold(m.bytes)
+      async.run(Run._serve_guarded, self, m)
     end
   elseif t == "output-limit" then
     if self.pending then self:_log_piece("", false) end
@@ -273,9 +374,8 @@ function Run:_done(m)
     return self:_fail(e.kind, e.message)
   end
   if m.value == nil then return self:settle(nil) end
-  local v
-  if getmetatable(m.value) == wire.array_mt then v = wire.from_tokens(m.value) end
-  if v == nil then
+  local v = m.value
+  if v == frames.NOT_ARRAY or v == frames.BAD then
     return self:_fail("invalid-output", "program completion must be lossless JSON")
   end
   if not self.ledger:add_value(wire.json_cost(v, ledger.string_cost)) then return self:_limit() end
@@ -284,26 +384,70 @@ end
 
 -- Bindings ------------------------------------------------------------------------------
 
-function Run:_reply_error(id, message)
-  if self.settled then return end
-  self:_send('{"type":"reply","id":' .. wire.number(id) .. ',"ok":false,"message":' .. wire.quote(message) .. "}")
+-- A reply frame: {"type":"reply","id":<id>,"ok":false,"message":<message>}.
+function Run:_reply_error(id, message, held)
+  self.served[id] = ANSWERED
+  if self.settled then return self:_release(held) end
+  local w = self:_writer()
+  local ok, err = w:raw('{"type":"reply","id":' .. wire.number(id) .. ',"ok":false,"message":')
+  if ok then ok, err = w:text(message) end
+  if ok then ok, err = w:raw("}") end
+  if not ok then
+    w:close()
+    self:_release(held)
+    return self:_bridge_failed(err)
+  end
+  self:_send(w, held)
+end
+
+-- fn(args...), the arguments then the binding's alone (not kept for the reply).
+local function call_with(fn, m)
+  local args = m.args
+  m.args = nil
+  return pack(pcall(fn, unpack(args, 1, #args)))
+end
+
+-- A call is always answered: should serving it raise (a bug), the program
+-- gets that as the call's failure rather than waiting until maxWallMs.
+function Run:_serve_guarded(m)
+  local ok, err = pcall(Run._serve, self, m)
+  if not ok and self.served[m.id] == OPEN then
+    self:_reply_error(m.id, "the host failed to serve the call: " .. failure_text(err), m.bytes)
+  end
 end
 
 function Run:_serve(m)
+  local held = m.bytes
   local b = self.by_global[m.global]
   local fn = b and rawget(b.functions, m.name)
-  if not fn then return self:_reply_error(m.id, string.format('unknown binding "%s.%s"', m.global, m.name)) end
-  local args = wire.from_tokens(m.args)
-  if type(args) ~= "table" or getmetatable(args) ~= wire.array_mt then
-    return self:_reply_error(m.id, "binding arguments must be lossless JSON")
+  if not fn then
+    return self:_reply_error(m.id, string.format('unknown binding "%s.%s"', m.global, m.name), held)
   end
-  local res = pack(pcall(fn, unpack(args, 1, #args)))
-  if self.settled then return end
-  if not res[1] then return self:_reply_error(m.id, message_of(res[2])) end
-  if res[2] == nil and res[3] ~= nil then return self:_reply_error(m.id, message_of(res[3])) end
-  local w = wire.encode(res[2])
-  if not w then return self:_reply_error(m.id, "binding resolution must be lossless JSON") end
-  self:_send('{"type":"reply","id":' .. wire.number(m.id) .. ',"ok":true,"value":' .. w .. "}")
+  if type(m.args) ~= "table" or getmetatable(m.args) ~= wire.array_mt then
+    return self:_reply_error(m.id, "binding arguments must be lossless JSON", held)
+  end
+  local res = call_with(fn, m)
+  if self.settled then return self:_release(held) end
+  if not res[1] then return self:_reply_error(m.id, failure_text(res[2]), held) end
+  if res[2] == nil and res[3] ~= nil then return self:_reply_error(m.id, failure_text(res[3]), held) end
+  local w = self:_writer()
+  local ok, err = w:raw('{"type":"reply","id":' .. wire.number(m.id) .. ',"ok":true,"value":')
+  if ok then ok, err = wire.encode_into(res[2], w) end
+  if ok then ok, err = w:raw("}") end
+  if not ok then
+    w:close()
+    if type(err) == "table" then -- the frame bound
+      self:_release(held)
+      return self:_bridge_failed(err)
+    end
+    return self:_reply_error(m.id, "binding resolution must be lossless JSON", held)
+  end
+  self.served[m.id] = ANSWERED
+  if self.settled then
+    w:close()
+    return self:_release(held)
+  end
+  self:_send(w, held)
 end
 
 -- Finishing -------------------------------------------------------------------------------
@@ -320,11 +464,11 @@ function Run:_finish()
     local failure
     if gone ~= true then
       failure = self.label .. " cleanup failed: " .. (werr and message_of(werr) or "the group did not exit")
-    elseif self.decoder then
+    elseif self.reader then
       -- a partial frame left at the end (a failure already reported is not repeated)
-      local ok, ferr = self.decoder:finish()
+      local ok, ferr = self.reader:finish()
       if not ok and not self.decoder_failed then failure = ferr.message end
-      self.decoder:close()
+      self.reader:close()
     end
     if failure then out = { error = { kind = "worker-exit", message = failure } } end
   end

@@ -167,6 +167,45 @@ function M.encode_json(v)
   return "{" .. concat(parts, ",") .. "}"
 end
 
+--- Writes the JSON of a small message built by the runtime itself to a sink
+-- (as M.encode_into's; recursive: only for values the runtime makes).
+-- Returns true, or nil, message.
+function M.encode_json_into(v, sink)
+  local t = type(v)
+  if t == "string" then
+    local ok, err = sink:string(v)
+    if ok == false then return nil, "a string that is not valid UTF-8" end
+    return ok, err
+  end
+  if t == "number" then return sink:number(v) end
+  if t == "boolean" then return sink:raw(v and "true" or "false") end
+  if v == M.null or v == nil then return sink:raw("null") end
+  local mt = getmetatable(v)
+  if mt == Raw then return sink:raw(v.text) end
+  local ok, err
+  if mt == M.array_mt or (v[1] ~= nil) then
+    ok, err = sink:raw("[")
+    for i = 1, #v do
+      if ok and i > 1 then ok, err = sink:raw(",") end
+      if ok then ok, err = M.encode_json_into(v[i], sink) end
+    end
+    if not ok then return nil, err end
+    return sink:raw("]")
+  end
+  local keys = {}
+  for k in pairs(v) do keys[#keys + 1] = k end
+  sort(keys)
+  ok, err = sink:raw("{")
+  for i, k in ipairs(keys) do
+    if ok and i > 1 then ok, err = sink:raw(",") end
+    if ok then ok, err = M.encode_json_into(k, sink) end
+    if ok then ok, err = sink:raw(":") end
+    if ok then ok, err = M.encode_json_into(v[k], sink) end
+  end
+  if not ok then return nil, err end
+  return sink:raw("}")
+end
+
 -- JSON text: decoding ------------------------------------------------------------
 
 local UNESC = { ['"'] = '"', ["\\"] = "\\", ["/"] = "/", b = "\b", f = "\f", n = "\n", r = "\r", t = "\t" }
@@ -188,7 +227,7 @@ local function read_string(s, i, trusted)
   if not q then return nil, "unterminated string" end
   local str = sub(s, j, q - 1)
   if not find(str, "\\", 1, true) then -- no escapes: plain finds are memchr-fast
-    if not trusted and find(str, "[%z\1-\31]") then return nil, "control character in string" end
+    if not trusted and M.has_control(str) then return nil, "control character in string" end
     return str, q + 1
   end
   local k
@@ -237,6 +276,12 @@ local function read_string(s, i, trusted)
       end
     end
   end
+end
+
+--- True when s holds a raw control character (U+0000..U+001F). The runners
+-- replace it with a byte loop through the FFI.
+function M.has_control(s)
+  return find(s, "[%z\1-\31]") ~= nil
 end
 
 local function skip_ws(s, i)
@@ -389,50 +434,72 @@ local function shape(t)
   return "object", keys
 end
 
---- The wire JSON text of a Lua value (a JSON array of tokens), or nil,
--- message naming what cannot cross and where.
-function M.encode(v)
-  local out, n = {}, 0
+-- The sink M.encode writes to by default: Lua strings, joined at the end.
+local StringSink = {}
+StringSink.__index = StringSink
+function StringSink:raw(text)
+  local n = self.n + 1
+  self.n, self.out[n] = n, text
+  return true
+end
+function StringSink:string(x)
+  if not M.valid_utf8(x) then return false end
+  return self:raw(M.quote(x))
+end
+function StringSink:number(x)
+  return self:raw(M.number(x))
+end
+
+--- Writes the wire JSON of a Lua value (a JSON array of tokens) to sink:
+-- sink:raw(json_syntax), sink:string(s) (false: s is not UTF-8),
+-- sink:number(x); each returns true, or nil, err to stop (returned as is).
+-- Returns true, or nil, message naming what cannot cross and where.
+function M.encode_into(v, sink)
   local on_path = {}
   -- frames: {table, kind, items (n or keys), next index, path depth}
   local stack, top = {}, 0
   local path, depth = {}, 0
   local x = v
+  local ok, err = sink:raw("[")
+  if not ok then return nil, err end
+  local first = true
   while true do
+    if not first then
+      ok, err = sink:raw(",")
+      if not ok then return nil, err end
+    end
+    first = false
     local tx = type(x)
     if tx == "string" then
-      if not M.valid_utf8(x) then return nil, "a string that is not valid UTF-8 at " .. path_text(path, depth) end
-      n = n + 1
-      out[n] = M.quote(x)
+      ok, err = sink:string(x)
+      if ok == false then return nil, "a string that is not valid UTF-8 at " .. path_text(path, depth) end
     elseif tx == "number" then
       if x ~= x or x == huge or x == -huge then
         return nil, format("%s at %s", x ~= x and "NaN" or "an infinite number", path_text(path, depth))
       end
       if x == 0 and 1 / x < 0 then return nil, "-0 at " .. path_text(path, depth) end
-      n = n + 1
-      out[n] = M.number(x)
+      ok, err = sink:number(x)
     elseif tx == "boolean" then
-      n = n + 1
-      out[n] = x and "true" or "false"
+      ok, err = sink:raw(x and "true" or "false")
     elseif x == M.null then
-      n = n + 1
-      out[n] = "null"
+      ok, err = sink:raw("null")
     elseif tx == "table" then
       if on_path[x] then return nil, "a cycle at " .. path_text(path, depth) end
       local kind, items = shape(x)
       if not kind then return nil, items .. " at " .. path_text(path, depth) end
-      n = n + 1
       if kind == "array" then
-        out[n] = '{"kind":"array","length":' .. items .. "}"
+        ok, err = sink:raw('{"kind":"array","length":' .. items .. "}")
       else
-        local q = {}
+        ok, err = sink:raw('{"kind":"object","keys":[')
         for i, k in ipairs(items) do
-          if not M.valid_utf8(k) then
+          if not ok then break end
+          if i > 1 then ok, err = sink:raw(",") end
+          if ok then ok, err = sink:string(k) end
+          if ok == false then
             return nil, "a key that is not valid UTF-8 at " .. path_text(path, depth)
           end
-          q[i] = M.quote(k)
         end
-        out[n] = '{"kind":"object","keys":[' .. concat(q, ",") .. "]}"
+        if ok then ok, err = sink:raw("]}") end
       end
       on_path[x] = true
       top = top + 1
@@ -440,6 +507,7 @@ function M.encode(v)
     else
       return nil, "a " .. (x == nil and "nil" or tx) .. " value at " .. path_text(path, depth)
     end
+    if not ok then return nil, err end
     -- next value: the next child of the innermost unfinished container
     x = nil
     while top > 0 do
@@ -465,7 +533,16 @@ function M.encode(v)
     end
     if x == nil and top == 0 then break end
   end
-  return "[" .. concat(out, ",", 1, n) .. "]"
+  return sink:raw("]")
+end
+
+--- The wire JSON text of a Lua value (a JSON array of tokens), or nil,
+-- message naming what cannot cross and where.
+function M.encode(v)
+  local sink = setmetatable({ out = {}, n = 0 }, StringSink)
+  local ok, err = M.encode_into(v, sink)
+  if not ok then return nil, err end
+  return concat(sink.out, "", 1, sink.n)
 end
 
 local function is_marker(tok)
@@ -490,6 +567,84 @@ local function is_marker(tok)
   return false
 end
 
+---@class dsh.code_runtime.TokenReader
+local TokenReader = {}
+TokenReader.__index = TokenReader
+
+--- An incremental decoder of the wire: feed() each token in order (a
+-- decoded JSON value: a scalar, or a marker table), then finish(). Holds
+-- only the containers still open; the first malformed token ends it.
+function M.token_reader()
+  return setmetatable({ stack = {}, top = 0, have = false, count = 0 }, TokenReader)
+end
+
+--- One token; checked: for a string, true when it is known to be UTF-8,
+-- false when it is known not to be (nil: check it here). False once the wire
+-- is malformed.
+function TokenReader:feed(tok, checked)
+  if self.err then return false end
+  self.count = self.count + 1
+  if self.have then
+    self.err = "the wire holds more than one root"
+    return false
+  end
+  local value
+  local tt = type(tok)
+  if tt == "string" then
+    if checked == false or (checked == nil and not M.valid_utf8(tok)) then
+      self.err = "a string that is not valid UTF-8"
+      return false
+    end
+    value = tok
+  elseif tt == "number" then
+    if tok ~= tok or tok == huge or tok == -huge or (tok == 0 and 1 / tok < 0) then
+      self.err = "a number that is not lossless"
+      return false
+    end
+    value = tok
+  elseif tt == "boolean" or tok == M.null then
+    value = tok
+  else
+    local kind, items = is_marker(tok)
+    if not kind then
+      self.err = "a malformed token"
+      return false
+    end
+    local count = kind == "array" and items or #items
+    local c = kind == "array" and setmetatable({}, M.array_mt) or {}
+    if count == 0 then
+      value = c
+    else
+      self.top = self.top + 1
+      self.stack[self.top] = { c, kind, items, 0, count }
+      return true
+    end
+  end
+  local stack = self.stack
+  while true do
+    local f = stack[self.top]
+    if not f then
+      self.root, self.have = value, true
+      return true
+    end
+    local k = f[4] + 1
+    f[4] = k
+    if f[2] == "array" then f[1][k] = value else f[1][f[3][k]] = value end
+    if k < f[5] then return true end
+    value = f[1]
+    stack[self.top] = nil
+    self.top = self.top - 1
+  end
+end
+
+--- The value, or nil, message.
+function TokenReader:finish()
+  if self.err then return nil, self.err end
+  if self.count == 0 then return nil, "the wire must be a non-empty array" end
+  if not self.have then return nil, "the wire ends inside a container" end
+  return self.root
+end
+
 --- Lua value of a decoded wire (a token array as M.decode_json returns it).
 -- nil, message when the wire is malformed or holds a value that is not
 -- lossless (for Lua: a string that is not UTF-8, -0, a non-finite number).
@@ -497,59 +652,11 @@ function M.from_tokens(tokens)
   if type(tokens) ~= "table" or getmetatable(tokens) ~= M.array_mt or #tokens == 0 then
     return nil, "the wire must be a non-empty array"
   end
-  local ntok = #tokens
-  local stack, top = {}, 0 -- frames: {container, kind, items, filled}
-  local root, have = nil, false
-  local i = 1
-  while i <= ntok do
-    if have then return nil, "the wire holds more than one root" end
-    local tok = tokens[i]
-    i = i + 1
-    local value
-    local tt = type(tok)
-    if tt == "string" then
-      if not M.valid_utf8(tok) then return nil, "a string that is not valid UTF-8" end
-      value = tok
-    elseif tt == "number" then
-      if tok ~= tok or tok == huge or tok == -huge or (tok == 0 and 1 / tok < 0) then
-        return nil, "a number that is not lossless"
-      end
-      value = tok
-    elseif tt == "boolean" or tok == M.null then
-      value = tok
-    else
-      local kind, items = is_marker(tok)
-      if not kind then return nil, "a malformed token" end
-      local count = kind == "array" and items or #items
-      if count > ntok - i + 1 then return nil, "a container claims more children than remain" end
-      local c = kind == "array" and setmetatable({}, M.array_mt) or {}
-      if count == 0 then
-        value = c
-      else
-        top = top + 1
-        stack[top] = { c, kind, items, 0 }
-      end
-    end
-    if value ~= nil then
-      while true do
-        local f = stack[top]
-        if not f then
-          root, have = value, true
-          break
-        end
-        local k = f[4] + 1
-        f[4] = k
-        if f[2] == "array" then f[1][k] = value else f[1][f[3][k]] = value end
-        local count = f[2] == "array" and f[3] or #f[3]
-        if k < count then break end
-        value = f[1]
-        stack[top] = nil
-        top = top - 1
-      end
-    end
+  local r = M.token_reader()
+  for i = 1, #tokens do
+    if not r:feed(tokens[i]) then break end
   end
-  if not have then return nil, "the wire ends inside a container" end
-  return root
+  return r:finish()
 end
 
 --- Bytes of JSON.stringify(v) for a value decoded from a wire (iterative).

@@ -4,26 +4,31 @@
 --   local tool = require("dsh.tools.run_code").new {
 --     language = "lua",                       -- or "typescript" / "javascript"
 --     bindings = { { global = "tools", functions = {
---       readFile = { fn = read_file, doc = "Read a text file.",
---                    params = { { name = "path", type = "string" } }, returns = "string" } },
+--       readFile = { fn = read_file, description = "Read a text file.",
+--                    params = { { name = "path", schema = { type = "string" } } },
+--                    returns = { type = "string" } } },
 --       errorClass = { name = "ToolCallError", memberNameProperty = "toolName" } } },
 --   }
 --   tool.name, tool.description, tool.parameters   -- what the model is shown
 --   local text, err = tool:run(ctx, { code = "...", description = "..." }, { signal = s })
 --
 -- The description is generated from the bindings: their names, parameters,
--- results and docs, written in the program's language (a TypeScript
--- declaration of each namespace, or Lua signatures), as Code Mode systems
--- present an API to the model. The parameters schema is valid for OpenAI's
+-- results and descriptions (declared with JSON Schema types, checked by
+-- dsh.code_runtime), written in the program's language (a TypeScript
+-- declaration of each namespace, or LuaCATS-annotated Lua functions), as
+-- Code Mode systems present an API to the model. The parameters schema is valid for OpenAI's
 -- strict mode and for Anthropic (every property required, no additional ones).
 -- A result renders as the logs, then the value (strings as they are, anything
 -- else as indented JSON), or `(run_code completed with no output)`; it is
 -- already within the runtime's output ledger. A failed run is nil, err with
 -- err.code CODE_RUN_FAILED and the message `code run failed (<kind>):
 -- <message>` plus the captured logs.
+local code_runtime = require "dsh.code_runtime"
 local errors = require "dsh.errors"
+local wire = require "dsh.code_runtime._wire"
 
 local M = {}
+
 M.EMPTY = "(run_code completed with no output)"
 
 local LANG_TEXT = {
@@ -35,8 +40,9 @@ local LANG_TEXT = {
     .. "`return` the result; console.log() output is captured",
 }
 
--- Type names as each language writes them.
-local TS_TYPE = { integer = "number", array = "unknown[]", object = "Record<string, unknown>", any = "unknown" }
+-- Types ------------------------------------------------------------------------------
+-- JSON Schema (as dsh.code_runtime checks it) written as a TypeScript type or
+-- a Lua (LuaCATS) annotation type.
 
 local function sorted_names(fns)
   local names = {}
@@ -45,22 +51,137 @@ local function sorted_names(fns)
   return names
 end
 
-local function meta(f)
-  if type(f) == "table" then return f end
-  return {}
+local function literal(v)
+  if type(v) == "string" then return wire.quote(v) end
+  if type(v) == "number" then return wire.number(v) end
+  return tostring(v)
+end
+
+local function union(parts)
+  local seen, out = {}, {}
+  for _, p in ipairs(parts) do
+    if not seen[p] then
+      seen[p] = true
+      out[#out + 1] = p
+    end
+  end
+  return table.concat(out, " | ")
+end
+
+-- True when text has a "|" outside brackets and quotes (a union to wrap before "[]").
+local function top_union(text)
+  local depth, quote, i = 0, false, 1
+  while i <= #text do
+    local c = text:sub(i, i)
+    if quote then
+      if c == "\\" then i = i + 1 elseif c == '"' then quote = false end
+    elseif c == '"' then
+      quote = true
+    elseif c == "{" or c == "[" or c == "(" or c == "<" then
+      depth = depth + 1
+    elseif c == "}" or c == "]" or c == ")" or c == ">" then
+      depth = depth - 1
+    elseif c == "|" and depth == 0 then
+      return true
+    end
+    i = i + 1
+  end
+  return false
+end
+
+local TS_BASE = { string = "string", number = "number", integer = "number", boolean = "boolean", null = "null" }
+local LUA_BASE = { string = "string", number = "number", integer = "integer", boolean = "boolean", null = "json.null" }
+local IDENT = "^[%a_][%w_]*$"
+
+--- The TypeScript (lang "typescript") or LuaCATS (lang "lua") type of a JSON
+-- Schema s as dsh.code_runtime checks it ("unknown" / "any" for nil).
+-- Recursive: schemas a host writes are shallow.
+local function type_of(s, lang)
+  if s == nil then return lang == "lua" and "any" or "unknown" end
+  local base = lang == "lua" and LUA_BASE or TS_BASE
+  if s.const ~= nil then return literal(s.const) end
+  if s.enum then
+    local parts = {}
+    for i, v in ipairs(s.enum) do parts[i] = literal(v) end
+    return union(parts)
+  end
+  local alts = s.anyOf or s.oneOf
+  if alts then
+    local parts = {}
+    for i, sub in ipairs(alts) do parts[i] = type_of(sub, lang) end
+    return union(parts)
+  end
+  local t = s.type
+  if type(t) == "table" then
+    local parts = {}
+    for i, one in ipairs(t) do
+      local copy = {}
+      for k, v in pairs(s) do copy[k] = v end
+      copy.type = one
+      parts[i] = type_of(copy, lang)
+    end
+    return union(parts)
+  end
+  if t == nil then t = s.properties and "object" or (s.items and "array") or nil end
+  if base[t] then return base[t] end
+  if t == "array" then
+    local item = type_of(s.items, lang)
+    if top_union(item) then item = "(" .. item .. ")" end
+    return item .. "[]"
+  end
+  if t == "object" then
+    local extra = type(s.additionalProperties) == "table" and type_of(s.additionalProperties, lang) or nil
+    if not s.properties then
+      if lang == "lua" then return "table<string, " .. (extra or "any") .. ">" end
+      return "Record<string, " .. (extra or "unknown") .. ">"
+    end
+    local required = {}
+    for _, n in ipairs(s.required or {}) do required[n] = true end
+    local fields = {}
+    for _, n in ipairs(sorted_names(s.properties)) do
+      local key = n:match(IDENT) and n or (lang == "lua" and ("[" .. wire.quote(n) .. "]") or wire.quote(n))
+      fields[#fields + 1] = key .. (required[n] and "" or "?") .. ": " .. type_of(s.properties[n], lang)
+    end
+    if extra and lang ~= "lua" then fields[#fields + 1] = "[key: string]: " .. extra end
+    if lang == "lua" then return "{" .. table.concat(fields, ", ") .. "}" end
+    return "{ " .. table.concat(fields, "; ") .. " }"
+  end
+  return lang == "lua" and "any" or "unknown"
+end
+M.type_of = type_of
+
+local function one_line(text)
+  return (text:gsub("%s*\n%s*", " "))
 end
 
 local function ts_namespace(b)
   local lines = { "declare const " .. b.global .. ": {" }
-  for _, name in ipairs(sorted_names(b.functions)) do
-    local m = meta(b.functions[name])
-    if m.doc then lines[#lines + 1] = "  /** " .. m.doc:gsub("%*/", "* /"):gsub("\n", "\n   * ") .. " */" end
+  for _, name in ipairs(b.names) do
+    local d = b.declarations[name] or {}
+    local docs = {}
+    if d.description then docs[#docs + 1] = d.description:gsub("%*/", "* /") end
+    for _, p in ipairs(d.params or {}) do
+      if p.description then
+        docs[#docs + 1] = "@param " .. p.name .. " " .. one_line((p.description:gsub("%*/", "* /")))
+      end
+    end
+    if #docs == 1 and not docs[1]:find("\n") then
+      lines[#lines + 1] = "  /** " .. docs[1] .. " */"
+    elseif #docs > 0 then
+      lines[#lines + 1] = "  /**"
+      for _, l in ipairs(docs) do lines[#lines + 1] = "   * " .. l:gsub("\n", "\n   * ") end
+      lines[#lines + 1] = "   */"
+    end
     local params = {}
-    for _, p in ipairs(m.params or {}) do
-      params[#params + 1] = p.name .. (p.optional and "?" or "") .. ": " .. (TS_TYPE[p.type] or p.type or "unknown")
+    if d.params then
+      for _, p in ipairs(d.params) do
+        params[#params + 1] = p.name .. (p.optional and "?" or "") .. ": " .. type_of(p.schema, "typescript")
+      end
+    else
+      params[1] = "...args: unknown[]"
     end
     lines[#lines + 1] = string.format("  %s(%s): Promise<%s>;", name, table.concat(params, ", "),
-      TS_TYPE[m.returns] or m.returns or "unknown")
+      type_of(d.returns, "typescript"))
   end
   lines[#lines + 1] = "};"
   if b.errorClass then
@@ -72,15 +193,23 @@ end
 
 local function lua_namespace(b)
   local lines = {}
-  for _, name in ipairs(sorted_names(b.functions)) do
-    local m = meta(b.functions[name])
-    local params = {}
-    for _, p in ipairs(m.params or {}) do
-      params[#params + 1] = p.name .. (p.optional and "?" or "") .. ": " .. (p.type or "any")
+  for i, name in ipairs(b.names) do
+    local d = b.declarations[name] or {}
+    if i > 1 then lines[#lines + 1] = "" end
+    if d.description then lines[#lines + 1] = "---" .. d.description:gsub("\n", "\n---") end
+    local names = {}
+    if d.params then
+      for _, p in ipairs(d.params) do
+        names[#names + 1] = p.name
+        lines[#lines + 1] = "---@param " .. p.name .. (p.optional and "?" or "") .. " " .. type_of(p.schema, "lua")
+          .. (p.description and (" " .. one_line(p.description)) or "")
+      end
+    else
+      names[1] = "..."
+      lines[#lines + 1] = "---@param ... any"
     end
-    lines[#lines + 1] = string.format("%s.%s(%s) -> %s", b.global, name, table.concat(params, ", "),
-      m.returns or "any")
-    if m.doc then lines[#lines + 1] = "  -- " .. m.doc:gsub("\n", "\n  -- ") end
+    lines[#lines + 1] = "---@return " .. type_of(d.returns, "lua")
+    lines[#lines + 1] = string.format("function %s.%s(%s) end", b.global, name, table.concat(names, ", "))
   end
   if b.errorClass then
     lines[#lines + 1] = string.format("-- failures raise a %s table {message=, %s=<function name>}; "
@@ -89,8 +218,8 @@ local function lua_namespace(b)
   return table.concat(lines, "\n")
 end
 
---- The model-facing description for bindings in language.
-function M.describe(language, bindings)
+local function describe(language, bindings, method)
+  bindings = code_runtime.check_bindings("dsh.tools.run_code", language, bindings, method)
   local parts = {
     "Run a short program in a fresh, sandboxed " .. (language == "lua" and "Lua" or
       (language == "typescript" and "TypeScript" or "JavaScript")) .. " runtime instead of making many tool calls. "
@@ -109,6 +238,12 @@ function M.describe(language, bindings)
   return table.concat(parts, "\n")
 end
 
+--- The model-facing description for bindings in language (checked as
+-- ctx.codeRuntime:run checks them: a bad declaration raises).
+function M.describe(language, bindings)
+  return describe(language, bindings, "describe")
+end
+
 M.parameters = {
   type = "object",
   properties = {
@@ -123,7 +258,6 @@ M.parameters = {
 
 --- Indented JSON of a value that came through the runtime (iterative, any depth).
 function M.pretty(v)
-  local wire = require "dsh.code_runtime._wire"
   local out = {}
   local stack = { { v = v, indent = "" } }
   while #stack > 0 do
@@ -202,7 +336,7 @@ function M.new(o)
   end
   return setmetatable({
     name = "run_code", language = language, bindings = o.bindings or {},
-    description = M.describe(language, o.bindings or {}), parameters = M.parameters,
+    description = describe(language, o.bindings or {}, "new"), parameters = M.parameters,
   }, Tool)
 end
 
