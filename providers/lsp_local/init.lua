@@ -24,7 +24,7 @@ end
 
 function M.setup(scope, cfg)
   return apply.apply(scope, cfg, {
-    prefix = M.name, where = "", subprocess_name = "subprocess-local",
+    prefix = M.name, where = "", subprocess_name = "subprocess-local", world = "this machine's PATH",
     subprocess_module = "dsh.providers.subprocess_local",
     before_read = function(p) if M._before_read then M._before_read(p) end end,
   })

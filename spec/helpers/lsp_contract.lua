@@ -57,7 +57,7 @@ local function servers(env, extra)
     clangd = { command = "clangd", args = { "--log=error" }, killGraceMs = 1000,
       extensionToLanguage = { [".c"] = "c", [".h"] = "c", [".cpp"] = "cpp" } },
     fixture = fx(".fx", { "--stderr", "fixture says hello\n" },
-      { maxMessageBytes = 100000, configuration = { answer = 42 } }),
+      { maxMessageBytes = 100000, configuration = { fixture = { answer = 42 } } }),
     utf8enc = fx(".enc", { "--encoding", "utf-8" }),
     nohover = fx(".nohover", { "--without", "hoverProvider" }),
     noopen = fx(".noopen", { "--no-openclose" }),
@@ -260,8 +260,8 @@ return function(name, factory)
           position = { line = 0, character = 0 } })
         assert.has_error(function() env.query("hover", "x.fx", { line = -1, character = 0 }) end,
           "dsh.lsp: query: position.line must be a non-negative integer (0-based)")
-        assert.has_error(function() env.query("rename", "x.fx", { line = 0, character = 0 }) end,
-          "dsh.lsp: query: unknown operation rename")
+        assert.has_error(function() env.query("frobnicate", "x.fx", { line = 0, character = 0 }) end,
+          "dsh.lsp: query: unknown operation frobnicate")
       end)
 
       test("multibyte text survives the trip; the server runs in the workspace with processId null", function(env)
@@ -312,8 +312,9 @@ return function(name, factory)
       test("symbols, calls and a server's own errors", function(env)
         env.put("a.fx", FIXTURE_TEXT .. "failing weird\n")
         local s = assert(env.query("documentSymbol", "a.fx"))
-        assert.same({ { name = "foo_bar", kind = 12, uri = lsp.uri.from_path(env.root .. "/a.fx"),
-          range = { start = { line = 2, character = 0 }, ["end"] = { line = 2, character = 16 } } } }, s.symbols)
+        local r = { start = { line = 2, character = 0 }, ["end"] = { line = 2, character = 16 } }
+        assert.same({ { name = "foo_bar", kind = 12, uri = lsp.uri.from_path(env.root .. "/a.fx"), namePath = "foo_bar",
+          range = r, bodyRange = r } }, s.symbols)
         local ws = assert(env.query("workspaceSymbol", "a.fx", nil, { query = "foo" }))
         assert.equal("foo_bar", ws.symbols[1].name)
         local inc = assert(env.query("incomingCalls", "a.fx", { line = 2, character = 10 }))
@@ -330,7 +331,7 @@ return function(name, factory)
         assert(env.query("hover", "a.fx", { line = 0, character = 0 }))
       end)
 
-      test("answers the server's own requests as the reference does", function(env)
+      test("answers the server's own requests: configuration by section, unknown ones refused", function(env)
         env.put("a.fx", "ask\n")
         local h = assert(env.query("hover", "a.fx", { line = 0, character = 1 }))
         assert.equal('result [{"answer":42}]; error -32601', h.hover.contents)

@@ -4,16 +4,22 @@
 --   1. ctx.subprocess must be the backend's own subprocess provider (servers
 --      and sources must live in the same world);
 --   2. the reader's interpreter (luajit) and every server's command resolve
---      there (concurrently);
+--      there (concurrently); a server whose command (or the interpreter) is
+--      missing still registers, as unavailable: its queries fail with
+--      LSP_UNAVAILABLE naming the server, the command and what to install,
+--      and the start goes on (ctx.lsp:status() lists it);
 --   3. every server registers with ctx.lsp; when one registration fails the
 --      earlier ones are undone in reverse and the failure is returned.
--- Disposal unregisters in reverse, then disposes every provider (each
--- instance to quiescence) and stops the reader.
+-- One watch hub (dsh.lsp._watch over o.watch, when the backend has one)
+-- serves every server's roots. Disposal unregisters in reverse, then
+-- disposes every provider (each instance to quiescence), stops the watches
+-- and the reader.
 local async = require "dsh.async"
 local errors = require "dsh.errors"
 local provider = require "dsh.lsp._provider"
 local reader = require "dsh.lsp._reader"
 local uri = require "dsh.lsp.uri"
+local watch = require "dsh.lsp._watch"
 
 local M = {}
 
@@ -25,6 +31,8 @@ M.READER_INTERPRETER = "luajit"
 ---@field subprocess_name string   the subprocess provider this backend needs
 ---@field subprocess_module string its module, for the message
 ---@field before_read fun(path:string)|nil
+---@field watch (fun(root:string):table|nil, dsh.Error|nil)|nil  opens a watch of root (dsh.lsp._watch)
+---@field world string             where commands are looked up ("the sandbox", "this machine")
 
 ---@param scope dsh.Scope
 ---@param cfg table   validated by dsh.lsp._config
@@ -45,21 +53,24 @@ function M.apply(scope, cfg, o)
   for i, name in ipairs(names) do
     futures[i] = async.run(function() return sub:resolveExecutable(name) end)
   end
-  local paths = {}
+  local paths, missing = {}, {}
   for i, f in ipairs(futures) do
     local p, err = f:await()
-    if not p then
-      local what = i == 1 and "the source reader's interpreter" or ('server "' .. cfg.order[i - 1] .. '"')
-      return nil, errors.new("LSP_UNAVAILABLE", string.format("%s: %s: %s", o.prefix, what,
-        tostring(err and err.message or err)))
+    if p then
+      paths[i] = p
+    else
+      missing[i] = tostring(err and err.message or err)
     end
-    paths[i] = p
   end
   local max_doc = 0
   for _, id in ipairs(cfg.order) do max_doc = math.max(max_doc, cfg.servers[id].maxDocumentBytes) end
-  local rd = reader.new { name = o.prefix, subprocess = sub, luajit = paths[1], maxBytes = max_doc, graceMs = 2000 }
+  local rd = reader.new { name = o.prefix, subprocess = sub, luajit = paths[1] or M.READER_INTERPRETER,
+    maxBytes = max_doc, graceMs = 2000 }
   scope:on_dispose(function() rd:close() end)
+  local hub = watch.new(o.watch)
+  scope:on_dispose(function() hub:close() end)
   local function uri_of(p) return uri.from_path(p, o.prefix) end
+  local function fs() return ctx.fs end
   local registered = {}
   scope:on_dispose(function()
     for i = #registered, 1, -1 do registered[i].unregister() end
@@ -68,10 +79,11 @@ function M.apply(scope, cfg, o)
   for i, id in ipairs(cfg.order) do
     local server = {}
     for k, v in pairs(cfg.servers[id]) do server[k] = v end
-    server.argv = { paths[i + 1] }
+    server.argv = { paths[i + 1] or server.command }
     for _, a in ipairs(server.args) do server.argv[#server.argv + 1] = a end
     local p = provider.new { prefix = o.prefix, where = o.where, server = server, subprocess = sub, reader = rd,
-      uri_of = uri_of, before_read = o.before_read }
+      uri_of = uri_of, before_read = o.before_read, hub = hub, fs = fs,
+      unavailable = M.unavailable(o, server, missing[1] and 1 or (missing[i + 1] and i + 1), missing) }
     local unregister, err = lsp:register(p)
     if not unregister then
       for j = #registered, 1, -1 do registered[j].unregister() end
@@ -81,6 +93,23 @@ function M.apply(scope, cfg, o)
     registered[#registered + 1] = { provider = p, unregister = unregister }
   end
   return { prefix = o.prefix, providers = registered, reader = rd }
+end
+
+--- Why a server cannot run (nil when it can): which = 1 for the reader's
+--- interpreter, i + 1 for the server's own command.
+function M.unavailable(o, server, which, missing)
+  if not which then return nil end
+  local what, name
+  if which == 1 then
+    what, name = "the source reader's interpreter", M.READER_INTERPRETER
+  else
+    what, name = "its command", server.command
+  end
+  local fix = which == 1 and "install LuaJIT there (Debian: apt-get install luajit)"
+    or ("install " .. (server.install or ("the program that provides " .. name))
+      .. ', or set servers.' .. server.id .. '.command to where it is')
+  return errors.new("LSP_UNAVAILABLE", string.format('%s: language server "%s" is not available: %s "%s" was not '
+    .. "found in %s (%s); %s", o.prefix, server.id, what, name, o.world or "its world", missing[which], fix))
 end
 
 return M

@@ -89,7 +89,8 @@ end
 ---@field read fun():string|nil, dsh.Error|nil
 ---@field write fun(s:string):boolean|nil, dsh.Error|nil
 ---@field maxMessageBytes integer
----@field on_request fun(method:string, params:any):any, table|nil  result, or nil and {code=, message=}
+---@field on_request fun(method:string, params:any):any, table|nil  result (or a function that returns it,
+---                                  run in a task of its own), or nil and {code=, message=}
 ---@field on_notification fun(method:string, params:any)|nil
 ---@field on_fail fun(err:dsh.Error)|nil
 ---@field cancelGraceMs integer|nil  after a cancel, how long the server may take to answer before
@@ -197,14 +198,21 @@ end
 
 function Conn:_answer(id, method, params)
   local result, rpcerr = self._o.on_request(method, params)
-  local msg = { jsonrpc = "2.0", id = id }
-  if rpcerr then
-    msg.error = { code = rpcerr.code, message = rpcerr.message }
-  else
-    msg.result = result == nil and null or result
-  end
-  -- answered from a task of its own: the read loop never waits on a write
-  async.run(function() self:_send(msg) end):on_settle(function() end)
+  -- answered from a task of its own: the read loop never waits on a write,
+  -- nor on a handler that returned a function (it runs there: its answer)
+  async.run(function()
+    if type(result) == "function" then
+      local ok, r, e = pcall(result)
+      if ok then result, rpcerr = r, e else result, rpcerr = nil, { code = -32603, message = tostring(r) } end
+    end
+    local msg = { jsonrpc = "2.0", id = id }
+    if rpcerr then
+      msg.error = { code = rpcerr.code, message = rpcerr.message }
+    else
+      msg.result = result == nil and null or result
+    end
+    self:_send(msg)
+  end):on_settle(function() end)
 end
 
 function Conn:_send(msg)
