@@ -32,6 +32,7 @@ M.READER_INTERPRETER = "luajit"
 ---@field subprocess_module string its module, for the message
 ---@field before_read fun(path:string)|nil
 ---@field watch (fun(root:string):table|nil, dsh.Error|nil)|nil  opens a watch of root (dsh.lsp._watch)
+---@field watch_program boolean|nil  watch with remote/lsp/watcher.lua through the subprocess seam
 ---@field world string             where commands are looked up ("the sandbox", "this machine")
 
 ---@param scope dsh.Scope
@@ -67,7 +68,11 @@ function M.apply(scope, cfg, o)
   local rd = reader.new { name = o.prefix, subprocess = sub, luajit = paths[1] or M.READER_INTERPRETER,
     maxBytes = max_doc, graceMs = 2000 }
   scope:on_dispose(function() rd:close() end)
-  local hub = watch.new(o.watch)
+  local open = o.watch
+  if o.watch_program and paths[1] then
+    open = require("dsh.lsp._local_watch").opener { subprocess = sub, luajit = paths[1] }
+  end
+  local hub = watch.new(open)
   scope:on_dispose(function() hub:close() end)
   local function uri_of(p) return uri.from_path(p, o.prefix) end
   local function fs() return ctx.fs end

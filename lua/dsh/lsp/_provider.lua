@@ -198,8 +198,8 @@ end
 -- Step 4 once the reads came back: changes first, then the documents.
 -- src is the queried source ({token, text?}); returns true, false (a fresh
 -- instance needs the text: read again) or nil, err.
-function Provider:_bring_up_to_date(inst, path, src, others, paths)
-  self._o.hub:settle()
+function Provider:_bring_up_to_date(inst, path, src, others, paths, signal)
+  self._o.hub:settle(signal)
   local ok, err = inst:flush_changes()
   if not ok then return nil, err end
   for i, rd in ipairs(others) do
@@ -241,7 +241,7 @@ function Provider:_attempts(req, root, path, signal, first, ws)
       self:_remember(req, root, path, ws)
       local others = {}
       for i = 2, #reads do others[#others + 1] = reads[i] end
-      local synced, yerr = self:_bring_up_to_date(inst, path, src, others, paths)
+      local synced, yerr = self:_bring_up_to_date(inst, path, src, others, paths, signal)
       if synced then
         self:_wait_ready(inst, signal)
         res, rerr = self:_run(inst, req, path, signal, ws)
@@ -341,7 +341,7 @@ function Provider:_warm(req, signal)
     for i, rd in ipairs(reads or {}) do
       if rd.kind ~= "same" or rd.token ~= list[i][3] then return nil end
     end
-    self._o.hub:settle()
+    self._o.hub:settle(signal)
     if inst:pending_changes() > 0 then return nil end
     local res1, err1 = running:await()
     return true, self:_attempts(req, known.root, known.path, signal, { inst = inst, res = res1, err = err1 },

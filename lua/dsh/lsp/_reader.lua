@@ -21,11 +21,11 @@ local M = {}
 local HEADER_BYTES = 4096
 local STDERR_BYTES = 65536
 
-local function program_path()
+local function program_text(file)
   local src = debug.getinfo(1, "S").source:match("^@(.*)$") or ""
   local dir = src:match("^(.*)/[^/]*$") or "."
   -- installed beside this module; in a source tree under remote/lsp
-  for _, p in ipairs { dir .. "/source-reader.lua", dir .. "/../../../remote/lsp/source-reader.lua" } do
+  for _, p in ipairs { dir .. "/" .. file, dir .. "/../../../remote/lsp/" .. file } do
     local f = io.open(p, "rb")
     if f then
       local text = f:read("*a")
@@ -36,13 +36,15 @@ local function program_path()
   return nil
 end
 
-local PROGRAM
+local PROGRAMS = {}
 
---- The reader program's text (raises if it is missing from the installation).
-function M.program()
-  PROGRAM = PROGRAM or program_path()
-  if not PROGRAM then error("dsh.lsp: the source reader program (source-reader.lua) is not installed", 2) end
-  return PROGRAM
+--- The text of a program of remote/lsp (default the source reader's;
+--- raises if it is missing from the installation).
+function M.program(file)
+  file = file or "source-reader.lua"
+  PROGRAMS[file] = PROGRAMS[file] or program_text(file)
+  if not PROGRAMS[file] then error("dsh.lsp: the program " .. file .. " is not installed", 2) end
+  return PROGRAMS[file]
 end
 
 ---@class dsh.lsp.Reader

@@ -35,7 +35,7 @@ local null = json.null
 -- as [] even when empty.
 local ARRAY_MT = { __name = "json array" }
 local EMPTY = "\0dsh-empty-array\0"
-local EMPTY_JSON = '"\\u0000dsh-empty-array\\u0000"'
+local EMPTY_PATTERN = ('"\\u0000dsh-empty-array\\u0000"'):gsub("%p", "%%%0") -- its JSON text, as a pattern
 
 --- Mark t as a JSON array (so an empty one encodes as []).
 function M.array(t)
@@ -64,7 +64,7 @@ end
 function M.encode(msg)
   local v, changed = mark_empty(msg, 0)
   local s = json.encode(v)
-  if changed then s = s:gsub(EMPTY_JSON, "[]") end
+  if changed then s = s:gsub(EMPTY_PATTERN, "[]") end
   return s
 end
 

@@ -125,14 +125,28 @@ function Hub:subscribe(root, fn)
   end
 end
 
---- Let events that reached the host be dispatched before a query goes on:
---- a change made before the query (by any writer in the sandbox) was queued
---- by the kernel before dshd answered the query's own round trip, so dshd
---- sent it first; one more turn of the loop delivers it here.
-function Hub:settle()
+--- Let the changes made before now be dispatched before a query goes on.
+--- A watch with a barrier (sync: lsp-local's watcher) is asked for one.
+--- Otherwise (envd's WatchDir): a change made before the query (by any
+--- writer in the sandbox) was queued by the kernel before dshd answered the
+--- query's own round trip, so dshd sent it first; one more turn of the loop
+--- delivers it here.
+function Hub:settle(signal)
   if not self:enabled() or next(self._roots) == nil then return end
-  async.sleep(0)
-  async.yield()
+  local barriers, plain = {}, false
+  for _, e in pairs(self._roots) do
+    local w = e.watch
+    if w and w.sync then
+      barriers[#barriers + 1] = async.run(w.sync, w, signal)
+    elseif w then
+      plain = true
+    end
+  end
+  for _, f in ipairs(barriers) do f:await() end
+  if plain then
+    async.sleep(0)
+    async.yield()
+  end
 end
 
 --- Stop every watch (idempotent).

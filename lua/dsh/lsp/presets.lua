@@ -47,6 +47,8 @@ M.typescript = {
     [".cts"] = "typescript", [".js"] = "javascript", [".jsx"] = "javascriptreact", [".mjs"] = "javascript",
     [".cjs"] = "javascript" },
   rootMarkers = { "tsconfig.json", "jsconfig.json", "package.json" },
+  -- tsserver hears of changes from the client's watch (dsh's) instead of watching files itself
+  initializationOptions = { tsserver = { useClientFileWatcher = true } },
   install = "the npm packages typescript-language-server and typescript "
     .. "(npm install -g typescript-language-server typescript)",
 }
