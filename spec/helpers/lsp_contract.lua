@@ -334,7 +334,36 @@ return function(name, factory)
       test("answers the server's own requests: configuration by section, unknown ones refused", function(env)
         env.put("a.fx", "ask\n")
         local h = assert(env.query("hover", "a.fx", { line = 0, character = 1 }))
-        assert.equal('result [{"answer":42}]; error -32601', h.hover.contents)
+        local config, folders, unknown = h.hover.contents:match("^result (.-); result (.-); (error %-?%d+)$")
+        assert.equal('[{"answer":42},42,{"fixture":{"answer":42}},null]', config)
+        local f = require("dsh.json").decode(folders)
+        assert.same({ { uri = lsp.uri.from_path(env.root), name = env.root:match("([^/]+)$") } }, f)
+        assert.equal("error -32601", unknown)
+      end)
+
+      test("keeps what the server shows and logs; the shown errors come with the answer", function(env)
+        env.put("a.fx", "say hello\n")
+        local h = assert(env.query("hover", "a.fx", { line = 0, character = 1 }))
+        assert.same({ { type = "error", text = "fixture: something is wrong" } }, h.serverMessages)
+        local st = env.lsp:status().fixture
+        assert.is_true(st.available)
+        local msgs = st.instances[1].messages
+        local kinds = {}
+        for _, m in ipairs(msgs) do kinds[#kinds + 1] = m.kind .. " " .. m.type .. " " .. m.text end
+        assert.same({ "show error fixture: something is wrong", "log info fixture: a log line" }, kinds)
+        -- the next answer has no old news
+        assert.is_nil(assert(env.query("hover", "a.fx", { line = 0, character = 5 })).serverMessages)
+      end)
+
+      test("tracks work done progress; a query waits while the server is busy", function(env)
+        env.put("a.fx", "busy\n")
+        env.put("b.fx", "hello\n")
+        assert(env.query("hover", "a.fx", { line = 0, character = 1 }))
+        local inst = env.lsp:status().fixture.instances[1]
+        assert.same({ "fixture busy" }, inst.busy)
+        -- opening b.fx ends the fixture's work; the query goes on once it ended
+        assert(env.query("hover", "b.fx", { line = 0, character = 1 }))
+        assert.same({}, env.lsp:status().fixture.instances[1].busy)
       end)
 
       test("refuses operations the server lacks", function(env)

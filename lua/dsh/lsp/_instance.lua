@@ -138,7 +138,8 @@ function M.start(o, signal)
   local folders = { { uri = ws_uri, name = o.workspace:match("([^/]+)$") or "/" } }
   local self = setmetatable({
     name = 'language server "' .. s.id .. '"', workspace = o.workspace, _s = s, _uri = o.uri_of,
-    _apply_edit = o.apply_edit, state = state.new(s.settings, folders, rpc.array, M.watch_patterns(s)),
+    _apply_edit = o.apply_edit, state = state.new(s.settings, folders, rpc.array, M.watch_patterns(s),
+      s.readyMessages),
   }, Instance)
   init_documents(self)
   local h, err = o.subprocess:spawn {

@@ -40,7 +40,8 @@ State.__index = State
 ---@param folders table        WorkspaceFolder[] of the instance
 ---@param array fun(t:table):table  marks a JSON array (dsh.lsp._rpc.array)
 ---@param fallback string[]|nil  glob patterns that stand for the server's registrations while it made none
-function M.new(settings, folders, array, fallback)
+---@param ready string[]|nil  texts one of which the server logs once it loaded the project
+function M.new(settings, folders, array, fallback, ready)
   local fb = {}
   for _, p in ipairs(fallback or {}) do
     local m = glob.compile(p)
@@ -50,6 +51,7 @@ function M.new(settings, folders, array, fallback)
     settings = settings, folders = folders, _array = array, _fallback = fb,
     messages = {}, _seq = 0, _progress = {}, _nprogress = 0, _idle_waiters = {},
     _watchers = {}, _nwatchers = 0, last_activity = loop.now_ms(),
+    _ready_texts = ready and #ready > 0 and ready or nil, loading = ready ~= nil and #ready > 0,
   }, State)
 end
 
@@ -149,6 +151,15 @@ function State:_message(params, kind)
   local list = self.messages
   list[#list + 1] = { seq = self._seq, kind = kind, type = M.MESSAGE_TYPES[params.type] or "log", text = text }
   if #list > M.MAX_MESSAGES then table.remove(list, 1) end
+  if self.loading then
+    for _, t in ipairs(self._ready_texts) do
+      if params.message:find(t, 1, true) then
+        self.loading = false
+        self:_wake_idle()
+        break
+      end
+    end
+  end
 end
 
 --- Messages (showMessage, logMessage) after sequence number `after`,
@@ -181,18 +192,22 @@ function State:_progress_note(params)
       self._progress[token] = nil
       self._nprogress = self._nprogress - 1
       self.ended = (self.ended or 0) + 1
-      if self._nprogress == 0 then
-        local ws = self._idle_waiters
-        self._idle_waiters = {}
-        for _, f in ipairs(ws) do f:resolve() end
-      end
+      if self._nprogress == 0 then self:_wake_idle() end
     end
   end
 end
 
---- Titles of the work in progress.
+function State:_wake_idle()
+  if self._nprogress > 0 or self.loading then return end
+  local ws = self._idle_waiters
+  self._idle_waiters = {}
+  for _, f in ipairs(ws) do f:resolve() end
+end
+
+--- Titles of the work in progress ("loading" while a ready message is awaited).
 function State:busy()
   local out = {}
+  if self.loading then out[1] = "loading (no ready message yet)" end
   for _, p in pairs(self._progress) do
     out[#out + 1] = p.title .. ((type(p.message) == "string" and p.message ~= "") and (": " .. p.message) or "")
   end
@@ -202,11 +217,11 @@ end
 
 --- Wait until no work is in progress, at most ms: true when idle.
 function State:wait_idle(ms, signal)
-  if self._nprogress == 0 then return true end
+  if self._nprogress == 0 and not self.loading then return true end
   local f = async.future()
   self._idle_waiters[#self._idle_waiters + 1] = f
   local ok = async.timeout(ms, function(sig) return async.race_signal(f, sig) end, signal)
-  return ok and self._nprogress == 0 or false
+  return ok and self._nprogress == 0 and not self.loading or false
 end
 
 --- Release every waiter (the instance is going away).

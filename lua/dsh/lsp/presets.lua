@@ -65,6 +65,9 @@ M.bash = {
   extensionToLanguage = { [".sh"] = "shellscript", [".bash"] = "shellscript" },
   rootMarkers = {},
   configuration = { bashIde = { backgroundAnalysisMaxFiles = 500 } },
+  -- it reports no progress; its log says when the workspace's scripts were analysed
+  readyMessages = { "BackgroundAnalysis: Completed", "BackgroundAnalysis: skipping", "BackgroundAnalysis: stopped",
+    "BackgroundAnalysis: failed" },
   install = "the npm package bash-language-server (npm install -g bash-language-server; "
     .. "Debian's shellcheck adds diagnostics)",
 }
