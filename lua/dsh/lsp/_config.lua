@@ -19,7 +19,9 @@
 -- killGraceMs (2000), readyTimeoutMs (30000: how long queries wait in all
 -- while a new server reports work in progress, or has not yet logged one of
 -- readyMessages: texts, one of which a server that reports no progress logs
--- once it has loaded the project). Every number is a positive
+-- once it has loaded the project), reopenChanged (false: for a server that
+-- takes no watched-file notifications, every file of its languages that
+-- changed on disk is opened and closed again before the next query). Every number is a positive
 -- safe integer; the *Ms ones at most 2147483647.
 local errors = require "dsh.errors"
 local presets = require "dsh.lsp.presets"
@@ -34,7 +36,7 @@ M.DEFAULTS = {
 local KEYS = {
   command = true, args = true, env = true, extensionToLanguage = true, initializationOptions = true,
   configuration = true, preset = true, rootMarkers = true, watchPatterns = true, install = true,
-  readyMessages = true,
+  readyMessages = true, reopenChanged = true,
 }
 for k in pairs(M.DEFAULTS) do KEYS[k] = true end
 local KEY_LIST = {}
@@ -122,6 +124,10 @@ local function server(prefix, id, given)
   out.settings = s.configuration
   out.rootMarkers = s.rootMarkers ~= nil and strings(prefix, id, "rootMarkers", s.rootMarkers, file_name) or {}
   if s.watchPatterns ~= nil then out.watchPatterns = strings(prefix, id, "watchPatterns", s.watchPatterns) end
+  if s.reopenChanged ~= nil and type(s.reopenChanged) ~= "boolean" then
+    fail(prefix, "servers.%s.reopenChanged must be a boolean", id)
+  end
+  out.reopenChanged = s.reopenChanged == true
   if s.readyMessages ~= nil then out.readyMessages = strings(prefix, id, "readyMessages", s.readyMessages) end
   if s.install ~= nil and type(s.install) ~= "string" then fail(prefix, "servers.%s.install must be a string", id) end
   out.install = s.install

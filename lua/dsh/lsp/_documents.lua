@@ -228,6 +228,26 @@ function Docs:flush_changes()
   return true
 end
 
+--- The paths waiting to be told with their change ({path, change}), sorted.
+function Docs:pending_paths()
+  local out = {}
+  for p, c in pairs(self._pending) do out[#out + 1] = { path = p, change = c.change } end
+  table.sort(out, function(a, b) return a.path < b.path end)
+  return out
+end
+
+--- Show a file that is not open to the server once (didOpen, then
+--- didClose): for servers that hear of no watched files but keep what they
+--- saw of an opened file. true, or nil, err.
+function Docs:show_once(path, language, text)
+  if self._docs[path] then return true end
+  local u = self._uri(path)
+  local ok, err = self._conn:notify("textDocument/didOpen", {
+    textDocument = { uri = u, languageId = language, version = 1, text = text } })
+  if not ok then return nil, err end
+  return self._conn:notify("textDocument/didClose", { textDocument = { uri = u } })
+end
+
 --- Changed paths waiting to be told.
 function Docs:pending_changes()
   return self._npending

@@ -200,6 +200,10 @@ end
 -- instance needs the text: read again) or nil, err.
 function Provider:_bring_up_to_date(inst, path, src, others, paths, signal)
   self._o.hub:settle(signal)
+  if self._s.reopenChanged then
+    local ok, err = self:_show_changed(inst, signal)
+    if not ok then return nil, err end
+  end
   local ok, err = inst:flush_changes()
   if not ok then return nil, err end
   for i, rd in ipairs(others) do
@@ -217,6 +221,29 @@ function Provider:_bring_up_to_date(inst, path, src, others, paths, signal)
   local synced, serr = inst:sync(path, self:language(path), src)
   if not synced then return synced, serr end
   return inst:refresh_if_stale(path)
+end
+
+-- For a server that hears of no watched files (reopenChanged): the files of
+-- its languages that changed on disk, shown to it once as they are now.
+function Provider:_show_changed(inst, signal)
+  local list, paths = {}, {}
+  for _, c in ipairs(inst:pending_paths()) do
+    local ext = (c.path:match("(%.[^./]+)$") or ""):lower()
+    if c.change ~= 3 and self._language_of[ext] and not inst:document(c.path) and #list < 256 then
+      list[#list + 1] = { c.path, self._s.maxDocumentBytes }
+      paths[#paths + 1] = c.path
+    end
+  end
+  if #list == 0 then return true end
+  local reads, err = self._o.reader:read_many(list, signal)
+  if not reads then return nil, err end
+  for i, rd in ipairs(reads) do
+    if rd.kind == "ok" and utf8.validate(rd.text) then
+      local ok, serr = inst:show_once(paths[i], self:language(paths[i]), rd.text)
+      if not ok then return nil, serr end
+    end
+  end
+  return true
 end
 
 -- Step 5 with the source read: attempt 1 may have run already (first =

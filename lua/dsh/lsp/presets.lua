@@ -65,6 +65,8 @@ M.bash = {
   extensionToLanguage = { [".sh"] = "shellscript", [".bash"] = "shellscript" },
   rootMarkers = {},
   configuration = { bashIde = { backgroundAnalysisMaxFiles = 500 } },
+  -- it takes no watched-file notifications: a changed script is shown to it again
+  reopenChanged = true,
   -- it reports no progress; its log says when the workspace's scripts were analysed
   readyMessages = { "BackgroundAnalysis: Completed", "BackgroundAnalysis: skipping", "BackgroundAnalysis: stopped",
     "BackgroundAnalysis: failed" },

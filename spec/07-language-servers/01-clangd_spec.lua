@@ -1,0 +1,58 @@
+-- clangd (Debian) in a real local sandbox: a header rewritten behind the
+-- server (the cross-file case), the operations clangd has, and roots by
+-- compile_flags.txt.
+local S = require "helpers.lsp_servers"
+
+local H = "/* 形状 🙂 */\nint area(int side);\nstruct Shape { int side; };\n"
+local C = '#include "shape.h"\n/* 🙂 main */\nint main(void) {\n  struct Shape s = { 3 };\n  return area(s.side);\n}\n'
+
+describe("clangd in a sandbox", function()
+  local W = S.world("clangd")
+
+  it("sees a rewritten header: the call breaks, through ctx.fs and through Bash", function()
+    S.run(function()
+      W.write("c1/shape.h", H)
+      W.write("c1/main.c", C)
+      assert.same({ "c1/shape.h:2:5" }, W.places(assert(W.q("goToDeclaration", "c1/main.c", "area(s"))))
+      assert.equal("", (W.messages("c1/main.c")))
+      W.write("c1/shape.h", (H:gsub("area", "surface")))
+      assert.matches("[Ii]mplicit declaration of function 'area'", (W.messages("c1/main.c")))
+      W.sh("cat > c1/shape.h", H)
+      assert.equal("", (W.messages("c1/main.c")))
+    end)
+  end)
+
+  it("renames, formats, completes and finds symbols by name path", function()
+    S.run(function()
+      W.write("c2/shape.h", H)
+      W.write("c2/main.c", C)
+      local r = assert(W.q("rename", "c2/main.c", "s = ", { newName = "sq" }))
+      assert.is_true(r.applied)
+      assert.matches("struct Shape sq = { 3 };\n  return area%(sq%.side%);", W.read("c2/main.c"))
+      W.write("c2/ugly.c", "int   f( int x ){return x*2;}\n")
+      local f = assert(W.q("format", "c2/ugly.c"))
+      assert.is_true(f.applied)
+      assert.equal("int f(int x) { return x * 2; }\n", W.read("c2/ugly.c"))
+      W.write("c2/use.c", '#include "shape.h"\nint g(void) { return ar; }\n')
+      local c = assert(W.q("completion", "c2/use.c", { line = 1, character = 23 }))
+      local found = false
+      for _, it in ipairs(c.items) do if it.label:find("area") then found = true end end
+      assert.is_true(found)
+      local sym = assert(W.q("symbol", "c2/main.c", nil, { namePath = "main", includeBody = true }))
+      assert.equal(1, #sym.matches)
+      assert.matches("^int main%(void%) {.*}$", sym.matches[1].body)
+      local sh = assert(W.q("signatureHelp", "c2/use.c", { line = 1, character = 20 }))
+      assert.is_table(sh.signatures)
+    end)
+  end)
+
+  it("gives a project marked by compile_flags.txt its own root", function()
+    S.run(function()
+      W.write("c3/proj/compile_flags.txt", "-DANSWER=42\n")
+      W.write("c3/proj/a.c", "int x = ANSWER;\n")
+      local r = W.diagnostics("c3/proj/a.c")
+      assert.equal(0, #r.diagnostics) -- the flags of that root applied
+      assert.equal(require("dsh.lsp").uri.from_path(W.ws .. "/c3/proj"), r.resolvedWorkspaceUri)
+    end)
+  end)
+end)
