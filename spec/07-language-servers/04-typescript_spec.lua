@@ -37,8 +37,8 @@ describe("typescript-language-server in a sandbox", function()
       local o = assert(W.q("organizeImports", "t2/imports.ts"))
       assert.is_true(o.applied, o.reason)
       -- sorted and merged (tsserver keeps the unused ones of a file that does not compile: no 'fs' types here)
-      assert.equal("import { readFileSync } from 'fs';\nimport { Parser, twice } from './lib';\nconsole.log(twice(1));\n",
-        W.read("t2/imports.ts"))
+      assert.equal("import { readFileSync } from 'fs';\nimport { Parser, twice } from './lib';\n"
+        .. "console.log(twice(1));\n", W.read("t2/imports.ts"))
       W.write("t2/t.ts", "import { Parser } from './lib';\nconst p = new Parser();\np.parse('x');\n")
       assert.same({ "t2/lib.ts:3:14" }, W.places(assert(W.q("goToTypeDefinition", "t2/t.ts", "p.parse"))))
       local sym = assert(W.q("symbol", "t2/lib.ts", nil, { namePath = "Parser/parse", includeBody = true }))
