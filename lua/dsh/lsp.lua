@@ -55,6 +55,8 @@ M.position = require "dsh.lsp.position"
 M.uri = require "dsh.lsp.uri"
 --- LSP SymbolKind names by number ("function" is 12).
 M.SYMBOL_KINDS = require("dsh.lsp._normalize").SYMBOL_KINDS
+--- LSP CompletionItemKind names by number ("function" is 3).
+M.COMPLETION_KINDS = require("dsh.lsp._normalize").COMPLETION_KINDS
 
 --- Operations and whether they take a position.
 M.OPERATIONS = {
