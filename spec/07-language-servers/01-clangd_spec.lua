@@ -46,6 +46,18 @@ describe("clangd in a sandbox", function()
     end)
   end)
 
+  it("walks the type hierarchy of C++ classes", function()
+    S.run(function()
+      W.write("c4/shapes.cpp", "// 形状 🙂\nstruct Shape { virtual ~Shape() {} };\nstruct Square : Shape {};\n"
+        .. "struct Cube : Square {};\n")
+      local up = assert(W.q("supertypes", "c4/shapes.cpp", "Square :"))
+      assert.equal("Square", up.item.name)
+      assert.equal("Shape", up.types[1].name)
+      local down = assert(W.q("subtypes", "c4/shapes.cpp", "Square :"))
+      assert.equal("Cube", down.types[1].name)
+    end)
+  end)
+
   it("gives a project marked by compile_flags.txt its own root", function()
     S.run(function()
       W.write("c3/proj/compile_flags.txt", "-DANSWER=42\n")

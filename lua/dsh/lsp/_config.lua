@@ -21,7 +21,9 @@
 -- readyMessages: texts, one of which a server that reports no progress logs
 -- once it has loaded the project), reopenChanged (false: for a server that
 -- takes no watched-file notifications, every file of its languages that
--- changed on disk is opened and closed again before the next query). Every number is a positive
+-- changed on disk is opened and closed again before the next query),
+-- organizeImportsCommand (the command organizeImports runs, with the file's
+-- URI, when the server offers no source.organizeImports action). Every number is a positive
 -- safe integer; the *Ms ones at most 2147483647.
 local errors = require "dsh.errors"
 local presets = require "dsh.lsp.presets"
@@ -36,7 +38,7 @@ M.DEFAULTS = {
 local KEYS = {
   command = true, args = true, env = true, extensionToLanguage = true, initializationOptions = true,
   configuration = true, preset = true, rootMarkers = true, watchPatterns = true, install = true,
-  readyMessages = true, reopenChanged = true,
+  readyMessages = true, reopenChanged = true, organizeImportsCommand = true,
 }
 for k in pairs(M.DEFAULTS) do KEYS[k] = true end
 local KEY_LIST = {}
@@ -128,6 +130,10 @@ local function server(prefix, id, given)
     fail(prefix, "servers.%s.reopenChanged must be a boolean", id)
   end
   out.reopenChanged = s.reopenChanged == true
+  if s.organizeImportsCommand ~= nil and type(s.organizeImportsCommand) ~= "string" then
+    fail(prefix, "servers.%s.organizeImportsCommand must be a string", id)
+  end
+  out.organizeImportsCommand = s.organizeImportsCommand
   if s.readyMessages ~= nil then out.readyMessages = strings(prefix, id, "readyMessages", s.readyMessages) end
   if s.install ~= nil and type(s.install) ~= "string" then fail(prefix, "servers.%s.install must be a string", id) end
   out.install = s.install

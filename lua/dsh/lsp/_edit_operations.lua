@@ -10,6 +10,7 @@
 -- version?}}, reason = string|nil (why nothing was applied)} or, for
 -- codeActions, {kind = "actions", actions = {{title, kind, isPreferred,
 -- disabled}}}.
+local async = require "dsh.async"
 local edits = require "dsh.lsp._edits"
 local errors = require "dsh.errors"
 local json = require "dsh.json"
@@ -131,22 +132,36 @@ local function apply_action(q, action, ws_uri)
       out.reason = "not applied (apply = false); the action also runs the command " .. cmd.command
       return out
     end
-    local applied = {}
+    local applied, asked, running = {}, 0, {}
     local failed
+    -- edits the server sends while the command runs, applied one after the other
     inst:on_apply_edit(function(edit)
+      asked = asked + 1
+      local mine = async.future()
+      local before = running[#running]
+      running[#running + 1] = mine
+      if before then before:await() end
       local r, err = workspace_edit(q, edit, ws_uri)
       if not r then
         failed = err
-        return nil, err
+      else
+        for _, f in ipairs(r.files) do applied[#applied + 1] = f end
       end
-      for _, f in ipairs(r.files) do applied[#applied + 1] = f end
-      return r
+      mine:resolve()
+      return r, err
     end)
-    local _, err = inst:request("workspace/executeCommand", { command = cmd.command,
+    local res, err = inst:request("workspace/executeCommand", { command = cmd.command,
       arguments = type(cmd.arguments) == "table" and cmd.arguments or nil }, q.signal)
     inst:on_apply_edit(nil)
+    if running[#running] then running[#running]:await() end
     if err then return nil, err end
     if failed then return nil, failed end
+    -- a server may answer the command with the edit itself (pyright's organize imports) instead
+    if asked == 0 and type(res) == "table" and (res.changes ~= nil or res.documentChanges ~= nil) then
+      local r, rerr = workspace_edit(q, res, ws_uri)
+      if not r then return nil, rerr end
+      for _, f in ipairs(r.files) do applied[#applied + 1] = f end
+    end
     out = out or { kind = "edit", applied = false, files = {}, resolvedWorkspaceUri = ws_uri }
     for _, f in ipairs(applied) do out.files[#out.files + 1] = f end
     out.applied = out.applied or #applied > 0
@@ -162,6 +177,25 @@ function M.run(q, doc, ws_uri)
   local inst, req = q.inst, q.req
   local op = req.operation
   if op == "rename" then
+    -- the declaration's file open too: some servers rename only in the files they have open
+    local defs = inst.capabilities.definitionProvider and inst:request("textDocument/definition",
+      { textDocument = doc, position = req.position }, q.signal)
+    local paths, locs = {}, {}
+    for _, l in ipairs(normalize.locations(inst.name, defs) or {}) do
+      local p = require("dsh.lsp.uri").to_path(l.uri)
+      if p and inside(q.ws, p) then
+        paths[#paths + 1] = p
+        locs[#locs + 1] = l
+      end
+    end
+    local ok, oerr = q.provider:open_files(inst, paths, q.signal)
+    if not ok then return nil, oerr end
+    -- and looked at (pyright resolves a declaration's file for rename only once it evaluated it)
+    for _, l in ipairs(locs) do
+      if inst.capabilities.hoverProvider then
+        inst:request("textDocument/hover", { textDocument = { uri = l.uri }, position = l.range.start }, q.signal)
+      end
+    end
     local res, err = inst:request("textDocument/rename", { textDocument = doc, position = req.position,
       newName = req.newName }, q.signal)
     if err then return nil, err end
@@ -205,6 +239,11 @@ function M.run(q, doc, ws_uri)
       chosen = a
       break
     end
+  end
+  if not chosen and op == "organizeImports" and q.provider._s.organizeImportsCommand then
+    -- a server that organizes imports only as a command of its own (pyright.organizeimports)
+    chosen = { title = "organize imports", raw = { title = "organize imports", command = {
+      command = q.provider._s.organizeImportsCommand, arguments = { doc.uri } } } }
   end
   if not chosen then
     if op == "organizeImports" then

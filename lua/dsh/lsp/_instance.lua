@@ -62,6 +62,7 @@ local function client_capabilities()
       workspaceEdit = { documentChanges = true, failureHandling = "transactional",
         resourceOperations = rpc.array {} },
       executeCommand = { dynamicRegistration = false },
+      diagnostics = { refreshSupport = true },
     },
     textDocument = {
       synchronization = { dynamicRegistration = false, didSave = false },
@@ -71,7 +72,7 @@ local function client_capabilities()
       documentSymbol = { hierarchicalDocumentSymbolSupport = true },
       callHierarchy = {}, typeHierarchy = {},
       publishDiagnostics = { versionSupport = true },
-      diagnostic = {},
+      diagnostic = { dynamicRegistration = true, relatedDocumentSupport = false },
       completion = { contextSupport = true, completionItem = { snippetSupport = false, documentationFormat = docs,
         labelDetailsSupport = true, deprecatedSupport = true } },
       signatureHelp = { contextSupport = true, signatureInformation = { documentationFormat = docs,

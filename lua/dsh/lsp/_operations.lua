@@ -79,10 +79,33 @@ local HIERARCHY = {
   subtypes = { "textDocument/prepareTypeHierarchy", "typeHierarchy/subtypes", "types", "subtypes" },
 }
 
+-- clangd before 16 has only the type hierarchy that LSP 3.17 replaced:
+-- textDocument/typeHierarchy, answering the item with its parents or children.
+local function old_type_hierarchy(q, doc, ws_uri, h)
+  local inst = q.inst
+  local res, err = inst:request("textDocument/typeHierarchy", { textDocument = doc, position = q.req.position,
+    resolve = 1, direction = h[4] == "supertypes" and 1 or 0 }, q.signal)
+  if err then return nil, err end
+  local out = { kind = "types", direction = h[4], types = {}, resolvedWorkspaceUri = ws_uri }
+  if res == nil then return out end
+  out.item = normalize.call_item(res)
+  if not out.item then return nil, E("LSP_MALFORMED_RESPONSE", "%s returned a malformed type hierarchy", inst.name) end
+  local list = res[h[4] == "supertypes" and "parents" or "children"]
+  for _, t in ipairs(type(list) == "table" and list or {}) do
+    local it = normalize.call_item(t)
+    if not it then return nil, E("LSP_MALFORMED_RESPONSE", "%s returned a malformed type hierarchy", inst.name) end
+    out.types[#out.types + 1] = it
+  end
+  return out
+end
+
 local function hierarchy(q, doc, ws_uri)
   local inst, op = q.inst, q.req.operation
   local h = HIERARCHY[op]
   local items, err = inst:request(h[1], { textDocument = doc, position = q.req.position }, q.signal)
+  if err and err.rpcCode == rpc.METHOD_NOT_FOUND and h[3] == "types" then
+    return old_type_hierarchy(q, doc, ws_uri, h)
+  end
   if err then return nil, err end
   local out = { kind = h[3], direction = h[4], resolvedWorkspaceUri = ws_uri }
   out[h[3]] = {}
@@ -119,7 +142,7 @@ end
 local function diagnostics(q, doc, ws_uri)
   local inst = q.inst
   local list, settled
-  if inst.capabilities.diagnosticProvider then
+  if inst.capabilities.diagnosticProvider or inst.state.pull then
     local res, err = inst:request("textDocument/diagnostic", { textDocument = doc }, q.signal)
     if err then return nil, err end
     local nerr
@@ -139,7 +162,7 @@ end
 local function workspace_diagnostics(q, doc, ws_uri)
   local inst = q.inst
   local files = {}
-  local dp = inst.capabilities.diagnosticProvider
+  local dp = inst.capabilities.diagnosticProvider or inst.state.pull
   local settled = true
   if type(dp) == "table" and dp.workspaceDiagnostics then
     local res, err = inst:request("workspace/diagnostic", { previousResultIds = rpc.array {} }, q.signal)

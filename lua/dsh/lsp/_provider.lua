@@ -246,6 +246,27 @@ function Provider:_show_changed(inst, signal)
   return true
 end
 
+--- Open the files at paths (not open yet) in inst, as they are now: true, or nil, err.
+function Provider:open_files(inst, paths, signal)
+  local list, which = {}, {}
+  for _, p in ipairs(paths) do
+    if not inst:document(p) then
+      list[#list + 1] = { p, self._s.maxDocumentBytes }
+      which[#which + 1] = p
+    end
+  end
+  if #list == 0 then return true end
+  local reads, err = self._o.reader:read_many(list, signal)
+  if not reads then return nil, err end
+  for i, rd in ipairs(reads) do
+    if rd.kind == "ok" and utf8.validate(rd.text) then
+      local ok, serr = inst:sync(which[i], self:language(which[i]), rd)
+      if ok == nil then return nil, serr end
+    end
+  end
+  return true
+end
+
 -- Step 5 with the source read: attempt 1 may have run already (first =
 -- {inst, res, err}, from a warm query); a transport failure of the
 -- instance is retried once on a fresh one.

@@ -9,6 +9,7 @@
 --                              (watched-file registrations are kept: their
 --                              glob patterns filter didChangeWatchedFiles)
 --   window/showMessageRequest  null (no action chosen)
+--   workspace/diagnostic/refresh null (diagnostics are pulled at every query)
 --   anything else              "method not found"
 -- A server that registered no watchers hears of the changes matching the
 -- fallback patterns (its extensions and root markers, or its configured
@@ -50,7 +51,7 @@ function M.new(settings, folders, array, fallback, ready)
   return setmetatable({
     settings = settings, folders = folders, _array = array, _fallback = fb,
     messages = {}, _seq = 0, _progress = {}, _nprogress = 0, _idle_waiters = {},
-    _watchers = {}, _nwatchers = 0, last_activity = loop.now_ms(),
+    _watchers = {}, _nwatchers = 0, _pulls = {}, last_activity = loop.now_ms(),
     _ready_texts = ready and #ready > 0 and ready or nil, loading = ready ~= nil and #ready > 0,
   }, State)
 end
@@ -84,7 +85,12 @@ function State:_register(params, add)
   if type(list) ~= "table" then return end
   for _, r in ipairs(list) do
     if type(r) == "table" and type(r.id) == "string" then
-      if not add then
+      if r.method == "textDocument/diagnostic" or (not add and self._pulls[r.id]) then
+        -- pull diagnostics registered dynamically (pyright): a diagnosticProvider while registered
+        self._pulls[r.id] = add and (type(r.registerOptions) == "table" and r.registerOptions or {}) or nil
+        local _, any = next(self._pulls)
+        self.pull = any
+      elseif not add then
         if self._watchers[r.id] then self._nwatchers = self._nwatchers - 1 end
         self._watchers[r.id] = nil
       elseif r.method == "workspace/didChangeWatchedFiles" and self._nwatchers < M.MAX_WATCHERS then
@@ -243,7 +249,10 @@ function State:on_request(method, params)
     self:_register(params, false)
     return null
   end
-  if method == "window/workDoneProgress/create" or method == "window/showMessageRequest" then return null end
+  if method == "window/workDoneProgress/create" or method == "window/showMessageRequest"
+    or method == "workspace/diagnostic/refresh" then -- dsh pulls on every query anyway
+    return null
+  end
   return nil, { code = M.METHOD_NOT_FOUND, message = "method not found: " .. method }
 end
 

@@ -29,6 +29,7 @@ M.pyright = {
   rootMarkers = { "pyrightconfig.json", "pyproject.toml", "setup.py", "setup.cfg", "requirements.txt" },
   configuration = { python = { analysis = { autoSearchPaths = true, useLibraryCodeForTypes = true,
     diagnosticMode = "openFilesOnly" } } },
+  organizeImportsCommand = "pyright.organizeimports", -- it offers no source.organizeImports action
   install = "the npm package pyright (npm install -g pyright)",
 }
 
