@@ -58,6 +58,31 @@ describe("clangd in a sandbox", function()
     end)
   end)
 
+  it("is reachable through the lsp tool: a rename, a symbol's body, compact answers", function()
+    S.run(function()
+      local tool = require "dsh.tools.lsp"
+      local null = require("dsh.json").null
+      W.write("c5/shape.h", H)
+      W.write("c5/main.c", C)
+      local function run(input)
+        for _, k in ipairs { "line", "character", "query", "name_path", "new_name", "title" } do
+          if input[k] == nil then input[k] = null end
+        end
+        return tool.run(W.ctx, input, { workspaceRoot = W.ws })
+      end
+      local text = assert(run { operation = "rename", file_path = "c5/main.c", line = 5, character = 10,
+        new_name = "surface" })
+      assert.matches("^Applied 2 edit%(s%) to 2 file%(s%):\n", text)
+      assert.matches("\n  c5/main%.c %(1 edit%(s%)%)\n", text)
+      assert.matches("\n  c5/shape%.h %(1 edit%(s%)%)\n", text)
+      assert.matches("int surface%(int side%);", W.read("c5/shape.h"))
+      local body = assert(run { operation = "symbol", file_path = "c5/main.c", name_path = "main" })
+      assert.equal("function main at c5/main.c:3:1-6:2\n     3\tint main(void) {\n     4\t  struct Shape s = { 3 };\n"
+        .. "     5\t  return surface(s.side);\n     6\t}", body)
+      assert.matches("Files with a language server here: %.c %.cc %.cpp", tool.describe(W.lsp))
+    end)
+  end)
+
   it("gives a project marked by compile_flags.txt its own root", function()
     S.run(function()
       W.write("c3/proj/compile_flags.txt", "-DANSWER=42\n")
@@ -67,4 +92,6 @@ describe("clangd in a sandbox", function()
       assert.equal(require("dsh.lsp").uri.from_path(W.ws .. "/c3/proj"), r.resolvedWorkspaceUri)
     end)
   end)
+
+  W.within_limits("clangd")
 end)

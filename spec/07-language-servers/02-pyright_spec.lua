@@ -120,4 +120,6 @@ describe("pyright in a sandbox", function()
       assert.same({ "", "mono/a", "mono/b" }, roots)
     end)
   end)
+
+  W.within_limits("pyright")
 end)

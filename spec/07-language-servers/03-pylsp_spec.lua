@@ -48,4 +48,6 @@ describe("pylsp in a sandbox", function()
       assert.matches("^twice", c.items[1].label)
     end)
   end)
+
+  W.within_limits("pylsp")
 end)

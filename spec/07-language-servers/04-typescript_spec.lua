@@ -66,4 +66,6 @@ describe("typescript-language-server in a sandbox", function()
       assert.equal(require("dsh.lsp").uri.from_path(W.ws .. "/t4/pkg"), r.resolvedWorkspaceUri)
     end)
   end)
+
+  W.within_limits("typescript")
 end)

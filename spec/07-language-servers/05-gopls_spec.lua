@@ -59,4 +59,6 @@ describe("gopls in a sandbox", function()
       assert.matches("const X", r.hover.contents)
     end)
   end)
+
+  W.within_limits("gopls")
 end)

@@ -37,4 +37,6 @@ describe("bash-language-server in a sandbox", function()
       assert.equal("#!/bin/bash\ntotal=1\necho \"$total\"\n", W.read("b3/s.sh"))
     end)
   end)
+
+  W.within_limits("bash")
 end)

@@ -156,6 +156,32 @@ function M.world(servers)
     return out
   end
 
+  --- The most file descriptors one process of server id's groups holds
+  --- now (its servers' process groups in the sandbox), and how many processes.
+  function W.max_fds(id)
+    local most, procs = 0, 0
+    for _, inst in pairs(W.lsp._by_id[id]._pool) do
+      local out = W.sh("for p in $(pgrep -g " .. inst._h.pid .. "); do ls /proc/$p/fd | wc -l; done")
+      for n in out:gmatch("%d+") do
+        procs = procs + 1
+        most = math.max(most, tonumber(n))
+      end
+    end
+    return most, procs
+  end
+
+  --- In a describe block: a test that the server's processes stay within a
+  --- sandbox's limits (RLIMIT_NOFILE about 600 per process): at most 300 fds.
+  function W.within_limits(id)
+    env.it("runs within the sandbox's limits (at most 300 open files per process)", function()
+      M.run(function()
+        local most, procs = W.max_fds(id)
+        assert(procs > 0, "no process of " .. id .. " found")
+        assert(most <= 300, id .. " holds " .. most .. " fds in one process")
+      end)
+    end)
+  end
+
   return W
 end
 
