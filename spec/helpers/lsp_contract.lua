@@ -309,6 +309,31 @@ return function(name, factory)
         assert.equal("opens=2 changes=0 closes=1", assert(env.query("hover", "a.sync0", stats)).hover.contents)
       end)
 
+      test("re-syncs every open document before a query; closes gone ones and those the agent is done with",
+        function(env)
+        env.put("a.fx", FIXTURE_TEXT)
+        env.put("b.fx", "hello\n")
+        env.put("c.fx", "hello\n")
+        local stats = { line = 0, character = 13 }
+        assert(env.query("hover", "b.fx", { line = 0, character = 1 }))
+        assert(env.query("hover", "c.fx", { line = 0, character = 1 }))
+        local h = assert(env.query("hover", "a.fx", stats))
+        assert.equal("opens=3 changes=0 closes=0", h.hover.contents)
+        assert.equal(lsp.uri.from_path(env.root), h.resolvedWorkspaceUri)
+        -- b.fx changes behind the server's back: the query on a.fx sends it, and a.fx
+        -- again (as a new version: the server analyses it against the changed b.fx)
+        env.put("b.fx", "hello again\n")
+        assert.equal("opens=3 changes=2 closes=0", assert(env.query("hover", "a.fx", stats)).hover.contents)
+        -- c.fx is deleted: closed at the next query (and a.fx sent again)
+        assert.equal(0, (env.sh("rm c.fx")))
+        assert.equal("opens=3 changes=3 closes=1", assert(env.query("hover", "a.fx", stats)).hover.contents)
+        -- the agent is done with b.fx
+        assert(env.lsp:closeDocuments { workspaceRoot = env.root, filePath = "b.fx" })
+        assert.equal("opens=3 changes=3 closes=2", assert(env.query("hover", "a.fx", stats)).hover.contents)
+        local docs = env.lsp:status().fixture.instances[1].documents
+        assert.same({ env.root .. "/a.fx" }, docs)
+      end)
+
       test("symbols, calls and a server's own errors", function(env)
         env.put("a.fx", FIXTURE_TEXT .. "failing weird\n")
         local s = assert(env.query("documentSymbol", "a.fx"))

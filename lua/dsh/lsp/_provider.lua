@@ -64,7 +64,7 @@ end
 ---@field subprocess table   the subprocess seam servers run through
 ---@field reader dsh.lsp.Reader
 ---@field uri_of fun(path:string):string
----@field hub dsh.lsp.WatchHub
+---@field hub dsh.lsp.WatchHub|nil  the workspace watch (default: none)
 ---@field fs (fun():table|nil)|nil  ctx.fs, to apply edits
 ---@field unavailable dsh.Error|nil   why the server cannot run (its command did not resolve)
 ---@field before_read fun(path:string)|nil  called right before the reader opens a source (specs)
@@ -75,6 +75,12 @@ function M.new(o)
   local lower = {}
   for ext, lang in pairs(o.server.extensionToLanguage) do
     if type(ext) == "string" then lower[ext:lower()] = lang end
+  end
+  if not o.hub then
+    local copy = {}
+    for k, v in pairs(o) do copy[k] = v end
+    copy.hub = require("dsh.lsp._watch").new(nil)
+    o = copy
   end
   return setmetatable({
     id = o.server.id, extensionToLanguage = o.server.extensionToLanguage, _language_of = lower,
