@@ -23,7 +23,9 @@
 -- takes no watched-file notifications, every file of its languages that
 -- changed on disk is opened and closed again before the next query),
 -- organizeImportsCommand (the command organizeImports runs, with the file's
--- URI, when the server offers no source.organizeImports action). Every number is a positive
+-- URI, when the server offers no source.organizeImports action),
+-- changeMessages (texts one of which the server logs once it took in files
+-- of its languages that came or went; the next query waits for it). Every number is a positive
 -- safe integer; the *Ms ones at most 2147483647.
 local errors = require "dsh.errors"
 local presets = require "dsh.lsp.presets"
@@ -38,7 +40,7 @@ M.DEFAULTS = {
 local KEYS = {
   command = true, args = true, env = true, extensionToLanguage = true, initializationOptions = true,
   configuration = true, preset = true, rootMarkers = true, watchPatterns = true, install = true,
-  readyMessages = true, reopenChanged = true, organizeImportsCommand = true,
+  readyMessages = true, reopenChanged = true, organizeImportsCommand = true, changeMessages = true,
 }
 for k in pairs(M.DEFAULTS) do KEYS[k] = true end
 local KEY_LIST = {}
@@ -135,6 +137,7 @@ local function server(prefix, id, given)
   end
   out.organizeImportsCommand = s.organizeImportsCommand
   if s.readyMessages ~= nil then out.readyMessages = strings(prefix, id, "readyMessages", s.readyMessages) end
+  if s.changeMessages ~= nil then out.changeMessages = strings(prefix, id, "changeMessages", s.changeMessages) end
   if s.install ~= nil and type(s.install) ~= "string" then fail(prefix, "servers.%s.install must be a string", id) end
   out.install = s.install
   for k, d in pairs(M.DEFAULTS) do

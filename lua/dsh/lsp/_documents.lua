@@ -209,11 +209,14 @@ function Docs:flush_changes()
   local root_uri = self._uri(root)
   local prefix = root == "/" and "/" or root .. "/"
   local list = {}
+  self.structural = false -- a file of the server's languages came or went
   for path, p in pairs(pending) do
     local u = self._uri(path)
     local rel = path:sub(1, #prefix) == prefix and path:sub(#prefix + 1) or path
     if self.state:wants(rel, u, root_uri, p.change) then
       list[#list + 1] = { uri = u, type = p.change }
+      local ext = (path:match("(%.[^./]+)$") or ""):lower()
+      if p.change ~= M.CHANGED and self._s.extensionToLanguage[ext] then self.structural = true end
     end
   end
   table.sort(list, function(a, b) return a.uri < b.uri end)

@@ -212,6 +212,8 @@ function Provider:_bring_up_to_date(inst, path, src, others, paths, signal)
   end
   local ok, err = inst:flush_changes()
   if not ok then return nil, err end
+  -- a server that says when it took in new or removed files (pyright: "Found 3 source files")
+  if inst.structural and self._s.changeMessages then inst.state:expect(self._s.changeMessages) end
   for i, rd in ipairs(others) do
     local p = paths[i + 1]
     if rd.kind == "ok" or rd.kind == "same" then
@@ -313,6 +315,12 @@ end
 -- (at most readyTimeoutMs in all for this instance).
 function Provider:_wait_ready(inst, signal)
   if #inst.state:busy() == 0 then return end
+  if inst.structural and self._s.changeMessages then
+    -- waiting for the server to take in files that came or went: at most readyTimeoutMs each time
+    inst.structural = false
+    inst.state:wait_idle(self._s.readyTimeoutMs, signal)
+    return
+  end
   local spent = inst.ready_waited or 0
   local left = self._s.readyTimeoutMs - spent
   if left <= 0 then return end

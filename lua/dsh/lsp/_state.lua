@@ -168,6 +168,13 @@ function State:_message(params, kind)
   end
 end
 
+--- Expect one of texts in a message to come (the server acknowledging
+--- changes): busy until it does.
+function State:expect(texts)
+  if not texts or #texts == 0 then return end
+  self._ready_texts, self.loading = texts, true
+end
+
 --- Messages (showMessage, logMessage) after sequence number `after`,
 --- optionally only those of some types ({error=true}).
 function State:messages_after(after, types)

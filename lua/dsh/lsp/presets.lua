@@ -30,6 +30,8 @@ M.pyright = {
   configuration = { python = { analysis = { autoSearchPaths = true, useLibraryCodeForTypes = true,
     diagnosticMode = "openFilesOnly" } } },
   organizeImportsCommand = "pyright.organizeimports", -- it offers no source.organizeImports action
+  -- it takes in new and removed files a moment later, and logs "Found 3 source files" then
+  changeMessages = { "source file" },
   install = "the npm package pyright (npm install -g pyright)",
 }
 
@@ -50,6 +52,9 @@ M.typescript = {
   rootMarkers = { "tsconfig.json", "jsconfig.json", "package.json" },
   -- tsserver hears of changes from the client's watch (dsh's) instead of watching files itself
   initializationOptions = { tsserver = { useClientFileWatcher = true } },
+  -- but drops a change to a file it made no watcher for yet (while the project loads): a changed
+  -- file is also shown to it once, which makes it read the file again
+  reopenChanged = true,
   install = "the npm packages typescript-language-server and typescript "
     .. "(npm install -g typescript-language-server typescript)",
 }
