@@ -25,7 +25,10 @@
 -- organizeImportsCommand (the command organizeImports runs, with the file's
 -- URI, when the server offers no source.organizeImports action),
 -- changeMessages (texts one of which the server logs once it took in files
--- of its languages that came or went; the next query waits for it). Every number is a positive
+-- of its languages that came or went; the next query waits for it),
+-- diagnosticsQuietMs (none: for a server that publishes a file's
+-- diagnostics in parts without versions, diagnostics settle once it
+-- published nothing more for that long). Every number is a positive
 -- safe integer; the *Ms ones at most 2147483647.
 local errors = require "dsh.errors"
 local presets = require "dsh.lsp.presets"
@@ -37,10 +40,13 @@ M.DEFAULTS = {
   maxMessageBytes = 16000000, maxStderrBytes = 1000000, maxDocumentBytes = 4000000,
   shutdownTimeoutMs = 5000, killGraceMs = 2000, readyTimeoutMs = 30000,
 }
+-- numbers with no default (nil: off)
+local OPTIONAL_NUMBERS = { diagnosticsQuietMs = true }
 local KEYS = {
   command = true, args = true, env = true, extensionToLanguage = true, initializationOptions = true,
   configuration = true, preset = true, rootMarkers = true, watchPatterns = true, install = true,
   readyMessages = true, reopenChanged = true, organizeImportsCommand = true, changeMessages = true,
+  diagnosticsQuietMs = true,
 }
 for k in pairs(M.DEFAULTS) do KEYS[k] = true end
 local KEY_LIST = {}
@@ -142,6 +148,9 @@ local function server(prefix, id, given)
   out.install = s.install
   for k, d in pairs(M.DEFAULTS) do
     out[k] = s[k] == nil and d or number_key(prefix, id, k, s[k])
+  end
+  for k in pairs(OPTIONAL_NUMBERS) do
+    if s[k] ~= nil then out[k] = number_key(prefix, id, k, s[k]) end
   end
   return out
 end

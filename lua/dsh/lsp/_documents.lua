@@ -323,6 +323,31 @@ function Docs:published(path, wait_ms, signal)
   end
   if self.dead then return nil, self.dead end
   local got = current()
+  -- a server that publishes a file's diagnostics in parts (typescript-language-server: one
+  -- kind after the other, without versions) has settled once it published nothing more for
+  -- quiet_ms
+  local quiet = self._s.diagnosticsQuietMs
+  while got and quiet and quiet > 0 and not self.dead do
+    local left = deadline - loop.now_ms()
+    if left <= 0 then break end
+    local seen = got.seq
+    local w = self._diag_waiters[path] or async.future()
+    self._diag_waiters[path] = w
+    local ctl = async.controller()
+    local off = signal and signal:on_abort(function(r) ctl:abort(r) end)
+    async.run(function()
+      async.sleep(math.min(quiet, left), ctl.signal)
+      w:resolve()
+    end)
+    w:await()
+    if self._diag_waiters[path] == w then self._diag_waiters[path] = nil end
+    ctl:abort("done")
+    if off then off() end
+    if signal and signal.aborted then return nil, async.abort_error(signal.reason) end
+    got = current()
+    if got and got.seq == seen then break end
+  end
+  if self.dead then return nil, self.dead end
   if got then return got.items, true end
   local stale = self._diags[path]
   return stale and stale.items or {}, false

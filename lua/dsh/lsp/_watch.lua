@@ -62,6 +62,7 @@ function Hub:_pump(root, e)
         e.watch, e.error = nil, err
         self.gaps = self.gaps + 1
       end
+      w:close() -- ended or replaced: its stream goes too
       return
     end
     local change = CHANGE[ev.type]

@@ -55,6 +55,8 @@ M.typescript = {
   -- but drops a change to a file it made no watcher for yet (while the project loads): a changed
   -- file is also shown to it once, which makes it read the file again
   reopenChanged = true,
+  -- it publishes syntax, semantic and suggestion diagnostics one after the other, unversioned
+  diagnosticsQuietMs = 500,
   install = "the npm packages typescript-language-server and typescript "
     .. "(npm install -g typescript-language-server typescript)",
 }
