@@ -8,7 +8,7 @@
 -- every open document and syncs the ones that changed (didChange with the
 -- full text, or close and open again when the server takes no changes), and
 -- closes the ones that are gone. At most MAX_OPEN stay open (the least
--- recently used is closed); close_idle closes those unused for a while.
+-- recently used is closed); close_document closes one the agent is done with.
 --
 -- Changes on disk (the workspace watch) queue up per path, coalesced as
 -- editors do (created+deleted is nothing, deleted+created is changed), and
@@ -77,17 +77,6 @@ function Docs:close_document(path)
   self._docs[path] = nil
   if self.dead then return true end
   return self._conn:notify("textDocument/didClose", { textDocument = { uri = self._uri(path) } })
-end
-
---- Close the documents not used since loop time `before` (ms).
-function Docs:close_idle(before)
-  for _, d in ipairs(self:open_documents()) do
-    if (self._docs[d.path].at or 0) < before then
-      local ok, err = self:close_document(d.path)
-      if not ok then return nil, err end
-    end
-  end
-  return true
 end
 
 function Docs:_close_oldest()

@@ -161,11 +161,13 @@ function Provider:_instance(root, signal)
   if inst and not inst.dead then return inst end
   if inst then self:_evict(root, inst) end
   local hub = self._o.hub
-  if hub:enabled() then hub:ensure(root) end
+  -- the root's watch is armed while the server starts (not before: a query pays for one, not both)
+  local watching = hub:enabled() and async.run(hub.ensure, hub, root)
   local err
   inst, err = instance.start({
     server = self._s, workspace = root, subprocess = self._o.subprocess, uri_of = self._o.uri_of,
   }, signal)
+  if watching then watching:await() end
   if not inst then return nil, err end
   inst.unsubscribe = hub:subscribe(root, function(path, change) inst:file_changed(path, change) end)
   self._pool[root] = inst
