@@ -133,6 +133,8 @@ M.CATALOGUE = {
     LSP_READER_FAILED = "the source reader broke its protocol or died",
     LSP_SERVER_FAILED = "the server's transport failed (exit, malformed stream, no answer to a cancel)",
     LSP_REQUEST_FAILED = "the server answered with a JSON-RPC error (err.rpcCode)",
+    LSP_EDIT_FAILED = "a server's edit was not applied (a file changed since the server saw it, overlapping "
+      .. "edits, a write failed); no file was changed",
   },
   -- ctx.codeRuntime (dsh.code_runtime; code_runtime_local, code_runtime_e2b) and the run_code
   -- tool. A program's own failures are results ({error = {kind, message}}), not errors.

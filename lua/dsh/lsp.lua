@@ -9,14 +9,29 @@
 --     position = { line = 3, character = 9 }, workspaceRoot = "/home/user/workspace" }
 --   --> { kind = "hover", hover = { contents = "...", range = {...} } }
 --
--- Operations: goToDefinition, findReferences, goToImplementation (→
--- {kind="locations", locations={{uri, range}}, resolvedWorkspaceUri}), hover
--- (→ {kind="hover", hover={contents, range?}|nil}); beyond the reference
--- documentSymbol, workspaceSymbol (with `query`) (→ {kind="symbols",
--- symbols}), incomingCalls, outgoingCalls (→ {kind="calls", direction, item,
--- calls}) and diagnostics (→ {kind="diagnostics", diagnostics, settled, uri,
--- resolvedWorkspaceUri};
--- `waitMs` bounds the wait for the server to settle after the latest change).
+-- Operations (each takes filePath; those marked * a position too):
+--   locations  goToDefinition*, findReferences*, goToImplementation*,
+--              goToTypeDefinition*, goToDeclaration*
+--              → {kind="locations", locations={{uri, range}}, resolvedWorkspaceUri}
+--   hover*     → {kind="hover", hover={contents, range?}|nil}
+--   symbols    documentSymbol, workspaceSymbol (with `query`)
+--              → {kind="symbols", symbols={{name, kind, namePath, uri, range, bodyRange}}}
+--   symbol     (with `namePath`, "Parser/parse"; includeBody) → {kind="symbol",
+--              matches={{name, namePath, kind, uri, range, bodyRange, body?}}}
+--   calls      incomingCalls*, outgoingCalls* → {kind="calls", direction, item, calls}
+--   types      supertypes*, subtypes* → {kind="types", direction, item, types}
+--   diagnostics (waitMs bounds the wait for the server to settle after the
+--              latest change) → {kind="diagnostics", diagnostics, settled, uri}
+--   workspaceDiagnostics → {kind="workspaceDiagnostics", files={{uri, diagnostics}}, settled}
+--   completion* → {kind="completion", items, isIncomplete, total}
+--   signatureHelp* → {kind="signatures", signatures, activeSignature, activeParameter}
+--   edits      rename* (newName), applyCodeAction* (title), organizeImports,
+--              format → {kind="edit", applied, files={{path, edits, version}},
+--              reason?}: applied through ctx.fs as one change unless
+--              apply = false; codeActions* (endPosition, only) →
+--              {kind="actions", actions={{title, kind, isPreferred, disabled}}}
+-- Every result carries resolvedWorkspaceUri (the server's root) and, when
+-- the server showed errors or warnings meanwhile, serverMessages.
 -- Positions are 0-based lines and UTF-16 columns (dsh.lsp.position converts
 -- from byte offsets of the caller's text). A request goes to the provider of
 -- its file's lower-cased final extension; each extension has one owner.
@@ -40,13 +55,18 @@ M.position = require "dsh.lsp.position"
 M.uri = require "dsh.lsp.uri"
 --- LSP SymbolKind names by number ("function" is 12).
 M.SYMBOL_KINDS = require("dsh.lsp._normalize").SYMBOL_KINDS
+--- LSP CompletionItemKind names by number ("function" is 3).
+M.COMPLETION_KINDS = require("dsh.lsp._normalize").COMPLETION_KINDS
 
 --- Operations and whether they take a position.
 M.OPERATIONS = {
-  goToDefinition = true, findReferences = true, goToImplementation = true, hover = true,
-  documentSymbol = false, workspaceSymbol = false, incomingCalls = true, outgoingCalls = true,
-  diagnostics = false,
+  goToDefinition = true, findReferences = true, goToImplementation = true, goToTypeDefinition = true,
+  goToDeclaration = true, hover = true, documentSymbol = false, workspaceSymbol = false, symbol = false,
+  incomingCalls = true, outgoingCalls = true, supertypes = true, subtypes = true, diagnostics = false,
+  workspaceDiagnostics = false, completion = true, signatureHelp = true, rename = true, codeActions = true,
+  applyCodeAction = true, organizeImports = false, format = false,
 }
+M.presets = require "dsh.lsp.presets"
 
 M.DEFAULT_DIAGNOSTICS_WAIT_MS = 5000
 M.MAX_WAIT_MS = 600000
@@ -183,7 +203,49 @@ local function check_request(req)
     if type(req.query) ~= "string" then errors.misuse(MOD, "query: workspaceSymbol needs a query string") end
     out.query = req.query
   end
-  if op == "diagnostics" then
+  if op == "symbol" then
+    if type(req.namePath) ~= "string" or not req.namePath:find("[^/%s]") then
+      errors.misuse(MOD, 'query: symbol needs namePath, a string such as "Parser/parse"')
+    end
+    out.namePath, out.includeBody = req.namePath, req.includeBody == true
+  end
+  if op == "rename" then
+    if type(req.newName) ~= "string" or not req.newName:find("%S") then
+      errors.misuse(MOD, "query: rename needs newName, a non-empty string")
+    end
+    out.newName = req.newName
+  end
+  if op == "applyCodeAction" then
+    if type(req.title) ~= "string" then errors.misuse(MOD, "query: applyCodeAction needs title, a string") end
+    out.title = req.title
+  end
+  if op == "codeActions" or op == "applyCodeAction" then
+    if req.endPosition ~= nil then out.endPosition = check_position(req.endPosition) end
+    if req.only ~= nil then
+      if type(req.only) ~= "table" then errors.misuse(MOD, "query: only must be an array of code action kinds") end
+      for _, k in ipairs(req.only) do
+        if type(k) ~= "string" then errors.misuse(MOD, "query: only must be an array of code action kinds") end
+      end
+      out.only = req.only
+    end
+  end
+  if req.apply ~= nil then
+    if type(req.apply) ~= "boolean" then errors.misuse(MOD, "query: apply must be a boolean") end
+    out.apply = req.apply
+  end
+  if op == "format" then
+    if req.tabSize ~= nil and (type(req.tabSize) ~= "number" or req.tabSize < 1 or req.tabSize % 1 ~= 0) then
+      errors.misuse(MOD, "query: tabSize must be a positive integer")
+    end
+    out.tabSize, out.insertSpaces = req.tabSize, req.insertSpaces
+  end
+  if op == "completion" and req.maxItems ~= nil then
+    if type(req.maxItems) ~= "number" or req.maxItems < 1 or req.maxItems % 1 ~= 0 then
+      errors.misuse(MOD, "query: maxItems must be a positive integer")
+    end
+    out.maxItems = req.maxItems
+  end
+  if op == "diagnostics" or op == "workspaceDiagnostics" then
     local w = req.waitMs
     if w == nil then w = M.DEFAULT_DIAGNOSTICS_WAIT_MS end
     if type(w) ~= "number" or w < 0 or w % 1 ~= 0 or w > M.MAX_WAIT_MS then
@@ -200,7 +262,13 @@ end
 ---@field position dsh.lsp.Position|nil
 ---@field workspaceRoot string
 ---@field query string|nil         workspaceSymbol
----@field waitMs integer|nil       diagnostics (default 5000)
+---@field waitMs integer|nil       diagnostics, workspaceDiagnostics (default 5000)
+---@field namePath string|nil      symbol ("Parser/parse"); includeBody adds its text
+---@field newName string|nil       rename
+---@field title string|nil         applyCodeAction
+---@field endPosition dsh.lsp.Position|nil  codeActions, applyCodeAction (the range's end)
+---@field only string[]|nil        codeActions: kinds wanted ("quickfix", "source.organizeImports")
+---@field apply boolean|nil        edits: false returns the edit without applying it
 
 --- Route and run a request: a result, or nil, err. opts.timeoutMs bounds
 --- the whole query (then TIMEOUT; the server's request is cancelled).
@@ -238,6 +306,60 @@ function Lsp:diagnostics(filePath, opts)
   if type(opts) ~= "table" then errors.misuse(MOD, "diagnostics: opts must be a table with workspaceRoot") end
   return self:query({ operation = "diagnostics", filePath = filePath, workspaceRoot = opts.workspaceRoot,
     waitMs = opts.waitMs }, { signal = opts.signal })
+end
+
+--- The extensions that have a server, as {[".py"] = "pyright"}, and which
+--- of those servers cannot run (their commands are missing): {[".rs"] = "rust-analyzer"}.
+function Lsp:extensions()
+  local out, missing = {}, {}
+  for ext, p in pairs(self._by_ext) do
+    out[ext] = p.id
+    if p.unavailable then missing[ext] = p.id end
+  end
+  return out, missing
+end
+
+--- What every provider is doing: {id = {id, extensions, available, problem?,
+--- instances = {{root, alive, busy, documents, messages, pendingChanges, ...}}}}
+--- (providers without a status function report only their extensions).
+function Lsp:status()
+  local out = {}
+  for id, p in pairs(self._by_id) do
+    if type(p.status) == "function" then
+      out[id] = p:status()
+    else
+      local exts = {}
+      for ext in pairs(p.extensionToLanguage) do exts[#exts + 1] = ext:lower() end
+      table.sort(exts)
+      out[id] = { id = id, extensions = exts, available = true, instances = {} }
+    end
+  end
+  return out
+end
+
+--- Close documents the servers keep open: those of opts.filePath, or every
+--- one under opts.workspaceRoot (the agent is done with them). true, or nil, err.
+---@param opts {workspaceRoot: string, filePath: string|nil, signal: dsh.AbortSignal|nil}
+function Lsp:closeDocuments(opts)
+  if type(opts) ~= "table" or type(opts.workspaceRoot) ~= "string" then
+    errors.misuse(MOD, "closeDocuments: opts must be a table with workspaceRoot")
+  end
+  if opts.filePath ~= nil and type(opts.filePath) ~= "string" then
+    errors.misuse(MOD, "closeDocuments: filePath must be a string")
+  end
+  local list = {}
+  if opts.filePath then
+    list[1] = self:route(opts.filePath)
+  else
+    for _, p in pairs(self._by_id) do list[#list + 1] = p end
+  end
+  for _, p in ipairs(list) do
+    if type(p.close) == "function" then
+      local ok, err = p:close(opts.workspaceRoot, opts.filePath, opts.signal)
+      if not ok then return nil, err end
+    end
+  end
+  return true
 end
 
 --- Refuse further queries and registrations (providers dispose themselves).

@@ -8,10 +8,13 @@
 -- (remote/lsp/source-reader.lua under the sandbox's luajit) with the
 -- reference's containment: canonical workspace, the file resolved inside
 -- it, opened without following a final symlink, regular files only, a size
--- limit, "grew while reading", valid UTF-8. One pooled server per canonical
--- workspace, one queue per workspace, one retry on a fresh server after a
--- transport failure. Config: see dsh.lsp._config (the reference's keys and
--- messages, prefixed "lsp-e2b").
+-- limit, "grew while reading", valid UTF-8. One pooled server per root, one
+-- queue per root, one retry on a fresh server after a transport failure.
+-- What changes in the sandbox reaches the servers through envd's WatchDir
+-- stream (dshd's inotify watches, recursive, one per root): every writer
+-- there (ctx.fs, Bash, terminals, Code Mode, the servers) is seen. Config:
+-- see dsh.lsp._config (the reference's keys and messages, prefixed
+-- "lsp-e2b") and dsh.lsp.presets.
 local apply = require "dsh.lsp._apply"
 local config = require "dsh.lsp._config"
 local schema = require "dsh.schema"
@@ -30,9 +33,19 @@ function M.validate(cfg)
   return config.validate(M.name, cfg)
 end
 
+-- A recursive watch of root through the sandbox's envd (dsh.lsp._watch).
+local function watcher(ctx)
+  return function(root)
+    local sb, err = ctx.e2b:getSandbox()
+    if not sb then return nil, err end
+    return sb.envd:watch_dir(root, { recursive = true })
+  end
+end
+
 function M.setup(scope, cfg)
   return apply.apply(scope, cfg, {
-    prefix = M.name, where = "remote ", subprocess_name = "subprocess-e2b",
+    prefix = M.name, where = "remote ", subprocess_name = "subprocess-e2b", world = "the sandbox",
+    watch = watcher(scope.ctx),
     subprocess_module = "dsh.providers.subprocess_e2b",
     before_read = function(p) if M._before_read then M._before_read(p) end end,
   })

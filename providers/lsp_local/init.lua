@@ -2,7 +2,9 @@
 --
 -- The same seam, engine and containment as lsp-e2b, for hosts without a
 -- sandbox: servers and the source reader run on the host through
--- ctx.subprocess (subprocess-local), so paths are host paths. Config: see
+-- ctx.subprocess (subprocess-local), so paths are host paths. Changes on
+-- disk reach the servers through a resident inotify watcher
+-- (remote/lsp/watcher.lua) per root, with a barrier before every query. Config: see
 -- dsh.lsp._config (the reference's keys and messages, prefixed "lsp-local").
 local apply = require "dsh.lsp._apply"
 local config = require "dsh.lsp._config"
@@ -24,7 +26,8 @@ end
 
 function M.setup(scope, cfg)
   return apply.apply(scope, cfg, {
-    prefix = M.name, where = "", subprocess_name = "subprocess-local",
+    prefix = M.name, where = "", subprocess_name = "subprocess-local", world = "this machine's PATH",
+    watch_program = true,
     subprocess_module = "dsh.providers.subprocess_local",
     before_read = function(p) if M._before_read then M._before_read(p) end end,
   })

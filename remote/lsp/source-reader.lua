@@ -12,6 +12,9 @@
 --                                      | <id> same <token>\n      (content equals token <have>)
 --                                      | <id> not-file\n | <id> oversize <size>\n | <id> grew\n
 --                                      | <id> open-error\n<message>
+--   find <id>\n<stop>\0<start>\0<name>\0...  -> <id> found\n<dir> | <id> none\n
+--                                        (the nearest directory from <start> up to
+--                                        <stop> holding an entry called one of the names)
 -- resolve is realpath(3) (every component must exist). read opens the path
 -- with O_NOFOLLOW|O_NONBLOCK (a final symlink fails with ELOOP; a FIFO does
 -- not block), checks through /proc/self/fd that the file opened is the one
@@ -50,7 +53,7 @@ if not O_NOFOLLOW then
   os.exit(2)
 end
 local O_RDONLY, O_NONBLOCK, O_CLOEXEC = 0, 0x800, 0x80000
-local AT_EMPTY_PATH, STATX_BASIC_STATS = 0x1000, 0x7ff
+local AT_EMPTY_PATH, AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS = 0x1000, 0x100, 0x7ff
 local S_IFMT, S_IFREG, S_IFDIR = 0xF000, 0x8000, 0x4000
 local CHUNK = 65536
 local MAX_REQUEST = 1048576
@@ -179,6 +182,32 @@ local function read_file(path, max, have)
   return "ok " .. remember(path, data) .. " " .. #data .. "\n" .. data
 end
 
+-- The nearest directory from start up to stop (both canonical, start inside
+-- stop) that holds an entry with one of the names.
+local function find(id, payload)
+  local parts = {}
+  for p in payload:gmatch("([^%z]*)%z") do parts[#parts + 1] = p end
+  local stop, dir = parts[1], parts[2]
+  if not stop or not dir or #parts < 3 then die("malformed find request") end
+  if dir ~= stop and dir:sub(1, #stop + 1) ~= (stop == "/" and "/" or stop .. "/") then
+    return send(id .. " none\n")
+  end
+  while true do
+    for i = 3, #parts do
+      local name = parts[i]
+      local at = (dir == "/" and "" or dir) .. "/" .. name
+      if name ~= "" and not name:find("/", 1, true)
+        and C.statx(-100, at, AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS, stx) == 0 then
+        return send(id .. " found\n" .. dir)
+      end
+    end
+    if dir == stop or dir == "/" then break end
+    dir = dir:match("^(.*)/[^/]*$")
+    if dir == "" then dir = "/" end
+  end
+  send(id .. " none\n")
+end
+
 while true do
   local body = next_request()
   if not body then break end
@@ -187,6 +216,8 @@ while true do
   local op, id, rest = head:match("^(%a+) (%d+)(.*)$")
   if op == "resolve" and rest == "" then
     resolve(id, payload)
+  elseif op == "find" and rest == "" then
+    find(id, payload)
   elseif op == "read" then
     local max, have = rest:match("^ (%d+) (%S+)$")
     if not max or payload == "" or payload:find("\0", 1, true) then die("malformed read request") end

@@ -124,7 +124,11 @@ describe("dsh.lsp", function()
       assert.equal(debug.getinfo(1, "S").short_src .. ":" .. line .. ": " .. msg, err)
     end
     raises("x", "dsh.lsp: query: expected a request table, got string")
-    raises({ operation = "rename", filePath = "a.c" }, "dsh.lsp: query: unknown operation rename")
+    raises({ operation = "frobnicate", filePath = "a.c" }, "dsh.lsp: query: unknown operation frobnicate")
+    raises({ operation = "rename", filePath = "a.c", position = { line = 0, character = 0 } },
+      "dsh.lsp: query: rename needs newName, a non-empty string")
+    raises({ operation = "symbol", filePath = "a.c" },
+      'dsh.lsp: query: symbol needs namePath, a string such as "Parser/parse"')
     raises({ operation = "hover", filePath = "" }, "dsh.lsp: query: filePath must be a non-empty string")
     raises({ operation = "hover", filePath = "a.c" }, "dsh.lsp: query: position must be a table {line=, character=}")
     raises({ operation = "hover", filePath = "a.c", position = { line = 0, character = 0.5 } },
@@ -242,9 +246,14 @@ describe("dsh.lsp", function()
     fails("LSP_MALFORMED_RESPONSE", s .. " returned a malformed diagnostic severity", v, err)
     local nested = { { name = "S", kind = 23, range = r2, selectionRange = r, children = {
       { name = "f", kind = 8, range = r, selectionRange = r } } } }
-    assert.same({ { name = "S", kind = 23, uri = "file:///d", range = r },
-      { name = "f", kind = 8, uri = "file:///d", range = r, container = "S" } },
+    -- each with its name path and its whole range (bodyRange)
+    assert.same({ { name = "S", kind = 23, uri = "file:///d", range = r, bodyRange = r2, namePath = "S" },
+      { name = "f", kind = 8, uri = "file:///d", range = r, bodyRange = r, container = "S", namePath = "S/f" } },
       normalize.symbols(s, nested, "file:///d"))
+    -- a member named as its language joins names is split the same way
+    assert.same({ "Parser", "parse" }, normalize.name_parts("Parser::parse"))
+    assert.same({ "Parser", "Parse" }, normalize.name_parts("(*Parser).Parse"))
+    assert.same({ "T", "M" }, normalize.name_parts("T.M"))
   end)
 
   it("queues per key in arrival order; an abort leaves the line with its reason", function()

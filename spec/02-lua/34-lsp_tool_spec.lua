@@ -26,10 +26,10 @@ describe("dsh.tools.lsp", function()
       assert.is_true(required[name], name .. " must be required")
       for k in pairs(prop) do assert.is_true(allowed[k], name .. ": keyword " .. k) end
     end
-    for _, name in ipairs { "line", "character", "query" } do
+    for _, name in ipairs { "line", "character", "query", "name_path", "new_name", "title" } do
       assert.same("null", p.properties[name].type[2])
     end
-    assert.equal(9, #p.properties.operation.enum)
+    assert.equal(22, #p.properties.operation.enum)
     for _, op in ipairs(p.properties.operation.enum) do assert.is_not_nil(lsp.OPERATIONS[op]) end
     -- it survives JSON as it is
     local back = json.decode(json.encode(p))
@@ -47,9 +47,16 @@ describe("dsh.tools.lsp", function()
       assert.equal(msg, err.message)
     end
     bad(nil, "lsp: input must be an object")
-    bad({ operation = "rename", file_path = "a.c" }, "lsp: operation must be one of goToDefinition, "
-      .. "findReferences, goToImplementation, hover, documentSymbol, workspaceSymbol, incomingCalls, "
-      .. "outgoingCalls, diagnostics")
+    bad({ operation = "frobnicate", file_path = "a.c" }, "lsp: operation must be one of goToDefinition, "
+      .. "findReferences, goToImplementation, goToTypeDefinition, goToDeclaration, hover, documentSymbol, "
+      .. "workspaceSymbol, symbol, incomingCalls, outgoingCalls, supertypes, subtypes, diagnostics, "
+      .. "workspaceDiagnostics, completion, signatureHelp, rename, codeActions, applyCodeAction, organizeImports, "
+      .. "format")
+    bad({ operation = "rename", file_path = "a.c", line = 1, character = 1, new_name = null },
+      "lsp: rename needs new_name, a non-empty string")
+    bad({ operation = "symbol", file_path = "a.c", name_path = " " }, "lsp: symbol needs name_path, a non-empty string")
+    bad({ operation = "applyCodeAction", file_path = "a.c", line = 1, character = 1 },
+      "lsp: applyCodeAction needs title, a non-empty string")
     bad({ operation = "hover", file_path = " " }, "lsp: file_path must be a non-empty string")
     local line_msg = "line must be a positive integer (one-based)"
     bad({ operation = "hover", file_path = "a.c", line = null, character = 1 }, line_msg)
@@ -161,5 +168,53 @@ describe("dsh.tools.lsp", function()
       helpers.rm_rf(root)
       assert(ok, err0)
     end)
+  end)
+  it("renders the new kinds compactly: edits, actions, completions, signatures, symbols, types", function()
+    local ws = "file:///w"
+    assert.equal("Applied 3 edit(s) to 2 file(s):\n  a.py (2 edit(s))\n  /etc/x (1 edit(s))\n"
+      .. "Read the files again before editing them further.",
+      tool.render { kind = "edit", applied = true, resolvedWorkspaceUri = ws,
+        files = { { path = "/w/a.py", edits = 2 }, { path = "/etc/x", edits = 1 } } })
+    assert.equal("No change made: the server proposed no change.",
+      tool.render { kind = "edit", applied = false, files = {}, reason = "the server proposed no change" })
+    assert.equal("1. Add import [quickfix] (preferred)\n2. Extract (disabled: no selection)\n"
+      .. "(apply one with operation applyCodeAction and its title)",
+      tool.render { kind = "actions", actions = { { title = "Add import", kind = "quickfix", isPreferred = true },
+        { title = "Extract", disabled = "no selection" } } })
+    local many = {}
+    for i = 1, 60 do many[i] = { label = "item" .. i, kind = 3, detail = "() -> int" } end
+    local c = tool.render { kind = "completion", items = many, isIncomplete = true }
+    assert.matches("^item1 %(function%) — %(%) %-> int\n", c)
+    assert.matches("… 10 more completion%(s%) omitted %(limit 50%)%.", c)
+    assert.matches("type more of the name", c)
+    assert.equal("* parse(text: str) [parameter: text: str]\n  Split it.", tool.render { kind = "signatures",
+      activeSignature = 0, activeParameter = 0, signatures = { { label = "parse(text: str)",
+        documentation = "Split it.", parameters = { { label = "text: str" } } } } })
+    assert.equal("method Parser/parse at p.py:8:5-9:32\n     8\tdef parse(self):\n     9\t        return 1",
+      tool.render { kind = "symbol", namePath = "Parser/parse", resolvedWorkspaceUri = ws, matches = { {
+        namePath = "Parser/parse", kind = 6, uri = "file:///w/p.py", body = "def parse(self):\n        return 1",
+        bodyRange = range(7, 4, 8, 31) } } })
+    assert.equal('No symbol "Nope" in this file.', tool.render { kind = "symbol", namePath = "Nope", matches = {} })
+    assert.equal("Supertypes of Square:\na.cpp:2:8 Shape", tool.render { kind = "types", direction = "supertypes",
+      resolvedWorkspaceUri = ws, item = { name = "Square" },
+      types = { { name = "Shape", uri = "file:///w/a.cpp", range = range(1, 7) } } })
+    assert.equal("a.c:1:1: error: bad [E1] (cc)\nb.c:2:3: warning: meh", tool.render { kind = "workspaceDiagnostics",
+      settled = true, resolvedWorkspaceUri = ws, files = {
+        { uri = "file:///w/a.c", diagnostics = { { range = range(0, 0), severity = "error", message = "bad",
+          code = "E1", source = "cc" } } },
+        { uri = "file:///w/b.c", diagnostics = { { range = range(1, 2), severity = "warning", message = "meh" } } } } })
+    -- what the server showed as an error comes after the answer
+    assert.equal("No hover information.\n[language server error: the project failed to load]",
+      tool.render { kind = "hover", serverMessages = { { type = "error", text = "the project  failed\nto load" } } })
+  end)
+
+  it("tells the model which extensions have servers", function()
+    local reg = lsp.new()
+    assert(reg:register { id = "c", extensionToLanguage = { [".c"] = "c", [".h"] = "c" }, query = function() end })
+    assert(reg:register { id = "rs", extensionToLanguage = { [".rs"] = "rust" }, query = function() end,
+      unavailable = { code = "LSP_UNAVAILABLE", message = "missing" } })
+    local d = tool.describe(reg)
+    assert.matches("Files with a language server here: %.c %.h%. Configured but not installed: %.rs%.$", d)
+    assert.matches("No language server is configured%.$", tool.describe(lsp.new()))
   end)
 end)

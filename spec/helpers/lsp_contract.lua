@@ -57,7 +57,7 @@ local function servers(env, extra)
     clangd = { command = "clangd", args = { "--log=error" }, killGraceMs = 1000,
       extensionToLanguage = { [".c"] = "c", [".h"] = "c", [".cpp"] = "cpp" } },
     fixture = fx(".fx", { "--stderr", "fixture says hello\n" },
-      { maxMessageBytes = 100000, configuration = { answer = 42 } }),
+      { maxMessageBytes = 100000, configuration = { fixture = { answer = 42 } } }),
     utf8enc = fx(".enc", { "--encoding", "utf-8" }),
     nohover = fx(".nohover", { "--without", "hoverProvider" }),
     noopen = fx(".noopen", { "--no-openclose" }),
@@ -260,8 +260,8 @@ return function(name, factory)
           position = { line = 0, character = 0 } })
         assert.has_error(function() env.query("hover", "x.fx", { line = -1, character = 0 }) end,
           "dsh.lsp: query: position.line must be a non-negative integer (0-based)")
-        assert.has_error(function() env.query("rename", "x.fx", { line = 0, character = 0 }) end,
-          "dsh.lsp: query: unknown operation rename")
+        assert.has_error(function() env.query("frobnicate", "x.fx", { line = 0, character = 0 }) end,
+          "dsh.lsp: query: unknown operation frobnicate")
       end)
 
       test("multibyte text survives the trip; the server runs in the workspace with processId null", function(env)
@@ -309,11 +309,37 @@ return function(name, factory)
         assert.equal("opens=2 changes=0 closes=1", assert(env.query("hover", "a.sync0", stats)).hover.contents)
       end)
 
+      test("re-syncs every open document before a query; closes gone ones and those the agent is done with",
+        function(env)
+        env.put("a.fx", FIXTURE_TEXT)
+        env.put("b.fx", "hello\n")
+        env.put("c.fx", "hello\n")
+        local stats = { line = 0, character = 13 }
+        assert(env.query("hover", "b.fx", { line = 0, character = 1 }))
+        assert(env.query("hover", "c.fx", { line = 0, character = 1 }))
+        local h = assert(env.query("hover", "a.fx", stats))
+        assert.equal("opens=3 changes=0 closes=0", h.hover.contents)
+        assert.equal(lsp.uri.from_path(env.root), h.resolvedWorkspaceUri)
+        -- b.fx changes behind the server's back: the query on a.fx sends it, and a.fx
+        -- again (as a new version: the server analyses it against the changed b.fx)
+        env.put("b.fx", "hello again\n")
+        assert.equal("opens=3 changes=2 closes=0", assert(env.query("hover", "a.fx", stats)).hover.contents)
+        -- c.fx is deleted: closed at the next query (and a.fx sent again)
+        assert.equal(0, (env.sh("rm c.fx")))
+        assert.equal("opens=3 changes=3 closes=1", assert(env.query("hover", "a.fx", stats)).hover.contents)
+        -- the agent is done with b.fx
+        assert(env.lsp:closeDocuments { workspaceRoot = env.root, filePath = "b.fx" })
+        assert.equal("opens=3 changes=3 closes=2", assert(env.query("hover", "a.fx", stats)).hover.contents)
+        local docs = env.lsp:status().fixture.instances[1].documents
+        assert.same({ env.root .. "/a.fx" }, docs)
+      end)
+
       test("symbols, calls and a server's own errors", function(env)
         env.put("a.fx", FIXTURE_TEXT .. "failing weird\n")
         local s = assert(env.query("documentSymbol", "a.fx"))
-        assert.same({ { name = "foo_bar", kind = 12, uri = lsp.uri.from_path(env.root .. "/a.fx"),
-          range = { start = { line = 2, character = 0 }, ["end"] = { line = 2, character = 16 } } } }, s.symbols)
+        local r = { start = { line = 2, character = 0 }, ["end"] = { line = 2, character = 16 } }
+        assert.same({ { name = "foo_bar", kind = 12, uri = lsp.uri.from_path(env.root .. "/a.fx"), namePath = "foo_bar",
+          range = r, bodyRange = r } }, s.symbols)
         local ws = assert(env.query("workspaceSymbol", "a.fx", nil, { query = "foo" }))
         assert.equal("foo_bar", ws.symbols[1].name)
         local inc = assert(env.query("incomingCalls", "a.fx", { line = 2, character = 10 }))
@@ -330,10 +356,39 @@ return function(name, factory)
         assert(env.query("hover", "a.fx", { line = 0, character = 0 }))
       end)
 
-      test("answers the server's own requests as the reference does", function(env)
+      test("answers the server's own requests: configuration by section, unknown ones refused", function(env)
         env.put("a.fx", "ask\n")
         local h = assert(env.query("hover", "a.fx", { line = 0, character = 1 }))
-        assert.equal('result [{"answer":42}]; error -32601', h.hover.contents)
+        local config, folders, unknown = h.hover.contents:match("^result (.-); result (.-); (error %-?%d+)$")
+        assert.equal('[{"answer":42},42,{"fixture":{"answer":42}},null]', config)
+        local f = require("dsh.json").decode(folders)
+        assert.same({ { uri = lsp.uri.from_path(env.root), name = env.root:match("([^/]+)$") } }, f)
+        assert.equal("error -32601", unknown)
+      end)
+
+      test("keeps what the server shows and logs; the shown errors come with the answer", function(env)
+        env.put("a.fx", "say hello\n")
+        local h = assert(env.query("hover", "a.fx", { line = 0, character = 1 }))
+        assert.same({ { type = "error", text = "fixture: something is wrong" } }, h.serverMessages)
+        local st = env.lsp:status().fixture
+        assert.is_true(st.available)
+        local msgs = st.instances[1].messages
+        local kinds = {}
+        for _, m in ipairs(msgs) do kinds[#kinds + 1] = m.kind .. " " .. m.type .. " " .. m.text end
+        assert.same({ "show error fixture: something is wrong", "log info fixture: a log line" }, kinds)
+        -- the next answer has no old news
+        assert.is_nil(assert(env.query("hover", "a.fx", { line = 0, character = 5 })).serverMessages)
+      end)
+
+      test("tracks work done progress; a query waits while the server is busy", function(env)
+        env.put("a.fx", "busy\n")
+        env.put("b.fx", "hello\n")
+        assert(env.query("hover", "a.fx", { line = 0, character = 1 }))
+        local inst = env.lsp:status().fixture.instances[1]
+        assert.same({ "fixture busy" }, inst.busy)
+        -- opening b.fx ends the fixture's work; the query goes on once it ended
+        assert(env.query("hover", "b.fx", { line = 0, character = 1 }))
+        assert.same({}, env.lsp:status().fixture.instances[1].busy)
       end)
 
       test("refuses operations the server lacks", function(env)

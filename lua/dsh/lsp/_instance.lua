@@ -1,14 +1,17 @@
---- dsh.lsp._instance: one running language server for one workspace.
+--- dsh.lsp._instance: one running language server for one root.
 --
 -- Started through a subprocess seam (ctx.subprocess: in the sandbox or on
 -- the host, the same code) as a managed process group whose stdin and stdout
 -- carry the protocol and whose stderr keeps a bounded tail. Then
 -- `initialize` (processId null: the server lives in another PID namespace;
--- utf-16 positions required), `initialized`, and queries. Documents stay
--- open while their content is unchanged (the source reader's token says so);
--- a changed one gets didChange with the full text, or is closed and opened
--- again when the server takes no changes; at most MAX_OPEN stay open.
--- Published diagnostics are kept per path with the version they describe.
+-- utf-16 positions required; the client capabilities of an editor: work
+-- done progress, watched files, configuration, workspace edits),
+-- `initialized`, the settings once by workspace/didChangeConfiguration (some
+-- servers take them only that way), and queries. What the server asks and
+-- tells is dsh.lsp._state's (configuration by section, messages, progress,
+-- registrations); documents, watched-file changes and published diagnostics
+-- are dsh.lsp._documents'. A server's workspace/applyEdit is answered by
+-- o.apply_edit (dsh.lsp._edits through ctx.fs), or refused without one.
 --
 -- A transport failure (the process exits, its stream is malformed, a write
 -- fails, a cancelled request stays unanswered) marks the instance dead
@@ -16,45 +19,68 @@
 -- within shutdownTimeoutMs, then TERM, KILL after killGraceMs, and wait
 -- until the whole group is gone.
 local async = require "dsh.async"
+local documents = require "dsh.lsp._documents"
 local errors = require "dsh.errors"
 local json = require "dsh.json"
-local loop = require "dsh.loop"
-local normalize = require "dsh.lsp._normalize"
 local rpc = require "dsh.lsp._rpc"
-local uri = require "dsh.lsp.uri"
+local state = require "dsh.lsp._state"
 
 local M = {}
 
-M.MAX_OPEN = 64
+M.MAX_OPEN = documents.MAX_OPEN
 M.STDERR_IN_MESSAGES = 2000
 
 local null = json.null
 
 ---@class dsh.lsp.Instance
 ---@field name string         `language server "<id>"`
----@field workspace string    canonical workspace root
+---@field workspace string    canonical root the server was started for
 ---@field dead dsh.Error|nil  why the transport failed, once it did
+---@field state dsh.lsp.State what the server told (messages, progress, registrations)
 local Instance = {}
 Instance.__index = Instance
 Instance.__tostring = function(i)
   return string.format("dsh.lsp.instance(%s, %s%s)", i.name, i.workspace,
     i.dead and ", dead" or (i._disposed and ", disposed" or ""))
 end
+local init_documents = documents.mixin(Instance)
+
+local CODE_ACTION_KINDS = { "", "quickfix", "refactor", "refactor.extract", "refactor.inline", "refactor.rewrite",
+  "source", "source.organizeImports", "source.fixAll" }
 
 local function client_capabilities()
+  local links = { linkSupport = true }
+  local docs = { "markdown", "plaintext" }
   return {
     general = { positionEncodings = { "utf-16" } },
-    workspace = { workspaceFolders = true, configuration = true, symbol = { dynamicRegistration = false } },
+    window = { workDoneProgress = true, showMessage = {} },
+    workspace = {
+      workspaceFolders = true, configuration = true, applyEdit = true,
+      symbol = { dynamicRegistration = false },
+      didChangeConfiguration = { dynamicRegistration = false },
+      didChangeWatchedFiles = { dynamicRegistration = true, relativePatternSupport = true },
+      workspaceEdit = { documentChanges = true, failureHandling = "transactional",
+        resourceOperations = rpc.array {} },
+      executeCommand = { dynamicRegistration = false },
+      diagnostics = { refreshSupport = true },
+    },
     textDocument = {
       synchronization = { dynamicRegistration = false, didSave = false },
-      hover = { contentFormat = { "markdown", "plaintext" } },
-      definition = { linkSupport = true },
-      implementation = { linkSupport = true },
+      hover = { contentFormat = docs },
+      definition = links, declaration = links, typeDefinition = links, implementation = links,
       references = {},
       documentSymbol = { hierarchicalDocumentSymbolSupport = true },
-      callHierarchy = {},
+      callHierarchy = {}, typeHierarchy = {},
       publishDiagnostics = { versionSupport = true },
-      diagnostic = {},
+      diagnostic = { dynamicRegistration = true, relatedDocumentSupport = false },
+      completion = { contextSupport = true, completionItem = { snippetSupport = false, documentationFormat = docs,
+        labelDetailsSupport = true, deprecatedSupport = true } },
+      signatureHelp = { contextSupport = true, signatureInformation = { documentationFormat = docs,
+        activeParameterSupport = true, parameterInformation = { labelOffsetSupport = true } } },
+      rename = { prepareSupport = false },
+      codeAction = { isPreferredSupport = true, dataSupport = true, resolveSupport = { properties = { "edit" } },
+        codeActionLiteralSupport = { codeActionKind = { valueSet = CODE_ACTION_KINDS } } },
+      formatting = {}, rangeFormatting = {},
     },
   }
 end
@@ -82,11 +108,26 @@ local function outcome_text(o, err)
   return "exited with code " .. tostring(o.exitCode)
 end
 
+--- The patterns a server that registers no file watchers is told changes
+--- of: server.watchPatterns, else every file with one of its extensions and
+--- its root markers.
+function M.watch_patterns(s)
+  if s.watchPatterns then return s.watchPatterns end
+  local out = {}
+  for ext in pairs(s.extensionToLanguage) do
+    if type(ext) == "string" then out[#out + 1] = "**/*" .. ext:lower() end
+  end
+  for _, m in ipairs(s.rootMarkers or {}) do out[#out + 1] = "**/" .. m end
+  table.sort(out)
+  return out
+end
+
 ---@class dsh.lsp.InstanceOpts
 ---@field server table        a validated server config with argv (resolved command + args)
----@field workspace string    canonical workspace root
+---@field workspace string    canonical root the server is started for
 ---@field subprocess table    the subprocess seam to start it with
 ---@field uri_of fun(path:string):string
+---@field apply_edit (fun(edit:table, signal:dsh.AbortSignal|nil):table|nil, dsh.Error|nil)|nil
 
 --- Spawn and initialize a server: the instance, or nil, err.
 ---@param o dsh.lsp.InstanceOpts
@@ -94,10 +135,14 @@ end
 ---@return dsh.lsp.Instance|nil, dsh.Error|nil
 function M.start(o, signal)
   local s = o.server
+  local ws_uri = o.uri_of(o.workspace)
+  local folders = { { uri = ws_uri, name = o.workspace:match("([^/]+)$") or "/" } }
   local self = setmetatable({
     name = 'language server "' .. s.id .. '"', workspace = o.workspace, _s = s, _uri = o.uri_of,
-    _docs = {}, _order = 0, _diags = {}, _diag_waiters = {},
+    _apply_edit = o.apply_edit, state = state.new(s.settings, folders, rpc.array, M.watch_patterns(s),
+      s.readyMessages),
   }, Instance)
+  init_documents(self)
   local h, err = o.subprocess:spawn {
     argv = s.argv, cwd = o.workspace, env = s.env, graceMs = s.killGraceMs,
     stdio = { stdin = "pipe", stdout = "pipe", stderr = { maxBytes = s.maxStderrBytes } },
@@ -121,10 +166,9 @@ function M.start(o, signal)
     on_notification = function(method, params) self:_on_notification(method, params) end,
     on_fail = function(ferr) self:_die(ferr) end,
   }
-  local ws_uri = o.uri_of(o.workspace)
   local res, ierr = self._conn:request("initialize", {
     processId = null, clientInfo = { name = "dsh" }, rootUri = ws_uri, rootPath = o.workspace,
-    workspaceFolders = { { uri = ws_uri, name = "workspace" } },
+    workspaceFolders = folders,
     initializationOptions = s.initializationOptions == nil and null or s.initializationOptions,
     capabilities = client_capabilities(),
   }, signal)
@@ -144,7 +188,11 @@ function M.start(o, signal)
       '%s chose position encoding "%s"; dsh requires "utf-16"', self.name, tostring(enc)))
   end
   self.capabilities = caps
+  self.server_info = type(res.serverInfo) == "table" and res.serverInfo or nil
   local ok, nerr = self._conn:notify("initialized", {})
+  if ok and s.settings ~= nil then
+    ok, nerr = self._conn:notify("workspace/didChangeConfiguration", { settings = s.settings })
+  end
   if not ok then
     self:dispose()
     return nil, nerr
@@ -152,37 +200,29 @@ function M.start(o, signal)
   return self
 end
 
--- Server requests (reference §2.5): configuration from config, null for the
--- registration and progress requests, "method not found" for the rest.
+-- Server requests: dsh.lsp._state's, and workspace/applyEdit (answered once
+-- the edit is applied or refused; the read loop goes on meanwhile).
 function Instance:_on_request(method, params)
-  if method == "workspace/configuration" then
-    local items = type(params) == "table" and type(params.items) == "table" and params.items or {}
-    local out = rpc.array()
-    local v = self._s.configuration
-    for i = 1, #items do out[i] = v == nil and null or v end
-    return out
+  if method == "workspace/applyEdit" then
+    return function()
+      local apply = self._apply_edit
+      if not apply then return { applied = false, failureReason = "this client applies no edits now" } end
+      local r, err = apply(type(params) == "table" and params.edit or nil)
+      if not r then return { applied = false, failureReason = tostring(err and err.message or err) } end
+      return { applied = true }
+    end
   end
-  if method == "window/workDoneProgress/create" or method == "client/registerCapability"
-    or method == "client/unregisterCapability" then
-    return null
-  end
-  return nil, { code = rpc.METHOD_NOT_FOUND, message = "method not found: " .. method }
+  return self.state:on_request(method, params)
 end
 
 function Instance:_on_notification(method, params)
-  if method ~= "textDocument/publishDiagnostics" or type(params) ~= "table" then return end
-  local path = uri.to_path(params.uri)
-  if not path then return end
-  local list = normalize.diagnostics(self.name, params.diagnostics)
-  if not list then return end -- a malformed publication is ignored, as if never sent
-  self._seq = (self._seq or 0) + 1
-  local v = params.version
-  self._diags[path] = { items = list, version = type(v) == "number" and v or nil, seq = self._seq }
-  local w = self._diag_waiters[path]
-  if w then
-    self._diag_waiters[path] = nil
-    w:resolve()
-  end
+  if self.state:on_notification(method, params) then return end
+  if method == "textDocument/publishDiagnostics" and type(params) == "table" then self:_published(params) end
+end
+
+--- Set (or clear) what answers the server's workspace/applyEdit.
+function Instance:on_apply_edit(fn)
+  self._apply_edit = fn
 end
 
 -- The transport failed: remember why, kill the group now. Nobody reads its
@@ -195,84 +235,8 @@ function Instance:_die(err)
     self._h:terminate()
     self._h.stdout:close()
   end
-  for _, w in pairs(self._diag_waiters) do w:resolve() end
-  self._diag_waiters = {}
-end
-
--- Documents --------------------------------------------------------------------
-
-function Instance:_sync_kinds()
-  local sync = self.capabilities.textDocumentSync
-  if type(sync) == "number" then return true, sync end
-  if type(sync) == "table" then
-    return sync.openClose == true, type(sync.change) == "number" and sync.change or 0
-  end
-  return false, 0
-end
-
---- True when the server can open documents (textDocumentSync.openClose).
-function Instance:can_open()
-  return (self:_sync_kinds())
-end
-
---- The reader token of the content open for path, if any.
-function Instance:token(path)
-  local d = self._docs[path]
-  return d and d.token or nil
-end
-
-function Instance:_close_oldest()
-  local n, oldest, op = 0, nil, nil
-  for p, d in pairs(self._docs) do
-    n = n + 1
-    if not oldest or d.used < oldest then oldest, op = d.used, p end
-  end
-  if n < M.MAX_OPEN then return true end
-  self._docs[op] = nil
-  self._diags[op] = nil
-  return self._conn:notify("textDocument/didClose", { textDocument = { uri = self._uri(op) } })
-end
-
---- Make the server see content src ({token, text?}) for path: nothing when
---- it already has that token; didOpen, didChange or close and reopen.
---- Returns true, or false when the text is needed but src has none, or nil, err.
-function Instance:sync(path, language, src)
-  self._order = self._order + 1
-  local d = self._docs[path]
-  if d and d.token == src.token then
-    d.used = self._order
-    return true
-  end
-  if src.text == nil then return false end
-  local u = self._uri(path)
-  local _, change = self:_sync_kinds()
-  local ok, err
-  if d and change ~= 0 then
-    d.version = d.version + 1
-    d.token, d.used = src.token, self._order
-    d.sent = (self._seq or 0)
-    ok, err = self._conn:notify("textDocument/didChange", {
-      textDocument = { uri = u, version = d.version }, contentChanges = { { text = src.text } },
-    })
-  else
-    local version = 1
-    if d then
-      version = d.version + 1
-      self._docs[path] = nil
-      ok, err = self._conn:notify("textDocument/didClose", { textDocument = { uri = u } })
-      if not ok then return nil, err end
-    else
-      ok, err = self:_close_oldest()
-      if not ok then return nil, err end
-    end
-    self._diags[path] = nil
-    self._docs[path] = { version = version, token = src.token, used = self._order, sent = (self._seq or 0) }
-    ok, err = self._conn:notify("textDocument/didOpen", {
-      textDocument = { uri = u, languageId = language, version = version, text = src.text },
-    })
-  end
-  if not ok then return nil, err end
-  return true
+  self:_wake_all()
+  self.state:close()
 end
 
 --- Send a request on this instance's connection.
@@ -280,40 +244,9 @@ function Instance:request(method, params, signal)
   return self._conn:request(method, params, signal)
 end
 
---- The diagnostics published for path's open version: waits (at most
---- wait_ms) until the server published for it after the latest change.
---- Returns the list and whether it describes the current content.
-function Instance:published(path, wait_ms, signal)
-  local d = self._docs[path]
-  local function current()
-    local got = self._diags[path]
-    if not got or not d then return nil end
-    if got.version then return got.version == d.version and got end
-    return got.seq > d.sent and got
-  end
-  local deadline = loop.now_ms() + wait_ms
-  while not current() and not self.dead do
-    local left = deadline - loop.now_ms()
-    if left <= 0 then break end
-    local w = self._diag_waiters[path] or async.future()
-    self._diag_waiters[path] = w
-    local ctl = async.controller()
-    local off = signal and signal:on_abort(function(r) ctl:abort(r) end)
-    async.run(function()
-      async.sleep(left, ctl.signal)
-      w:resolve()
-    end)
-    w:await()
-    if self._diag_waiters[path] == w then self._diag_waiters[path] = nil end
-    ctl:abort("done")
-    if off then off() end
-    if signal and signal.aborted then return nil, async.abort_error(signal.reason) end
-  end
-  if self.dead then return nil, self.dead end
-  local got = current()
-  if got then return got.items, true end
-  local stale = self._diags[path]
-  return stale and stale.items or {}, false
+--- Send a notification on this instance's connection.
+function Instance:notify(method, params)
+  return self._conn:notify(method, params)
 end
 
 -- Teardown --------------------------------------------------------------------
@@ -338,8 +271,8 @@ function Instance:dispose()
     outcome(h)
     h:waitForExit()
   end
-  for _, w in pairs(self._diag_waiters) do w:resolve() end
-  self._diag_waiters = {}
+  self:_wake_all()
+  self.state:close()
   self._disposed:resolve(true)
   return true
 end

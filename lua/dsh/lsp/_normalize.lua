@@ -9,6 +9,7 @@
 -- way. JSON null (json.null) counts as absent everywhere.
 local errors = require "dsh.errors"
 local json = require "dsh.json"
+local positions = require "dsh.lsp.position"
 
 local M = {}
 local null = json.null
@@ -130,7 +131,26 @@ end
 ---@field uri string
 ---@field range table|nil
 
-local function flatten(server, list, uri, container, out, depth)
+-- The parts of a symbol's name path: "Parser/parse" for method parse of
+-- class Parser. Names are split where a language joins them ("A::b",
+-- "(*T).M", "T.M") so that every server's way of naming a member gives the
+-- same path.
+function M.name_parts(name)
+  local out = {}
+  local n = name:gsub("^%(%*?([^)]*)%)%.", "%1.")
+  if n:find("::", 1, true) then
+    for part in (n .. "::"):gmatch("(.-)::") do
+      if part ~= "" then out[#out + 1] = part end
+    end
+  elseif n:match("^[%w_$]+%.[%w_$]+$") then
+    out[1], out[2] = n:match("^([%w_$]+)%.([%w_$]+)$")
+  else
+    out[1] = n
+  end
+  return out
+end
+
+local function flatten(server, list, uri, container, out, depth, path)
   if depth > 64 then return nil, malformed(server, "symbol result (nested too deeply)") end
   for i = 1, #list do
     local s = list[i]
@@ -140,6 +160,8 @@ local function flatten(server, list, uri, container, out, depth)
     local detail, ok = opt_string(s.detail)
     if not ok then return nil, malformed(server, "symbol result") end
     local sym = { name = s.name, kind = s.kind, detail = detail, container = container }
+    local parts = {}
+    for _, p in ipairs(path or {}) do parts[#parts + 1] = p end
     if s.location ~= nil then -- SymbolInformation / WorkspaceSymbol
       if type(s.location) ~= "table" or type(s.location.uri) ~= "string" then
         return nil, malformed(server, "symbol result")
@@ -148,20 +170,29 @@ local function flatten(server, list, uri, container, out, depth)
       if not absent(s.location.range) then
         sym.range = M.range(s.location.range)
         if not sym.range then return nil, malformed(server, "symbol result") end
+        sym.bodyRange = sym.range
       end
       local cn, cok = opt_string(s.containerName)
       if not cok then return nil, malformed(server, "symbol result") end
       sym.container = cn ~= "" and cn or nil
+      if sym.container then
+        for _, p in ipairs(M.name_parts(sym.container)) do parts[#parts + 1] = p end
+      end
+      for _, p in ipairs(M.name_parts(s.name)) do parts[#parts + 1] = p end
+      sym.namePath = table.concat(parts, "/")
       out[#out + 1] = sym
     else -- DocumentSymbol
       sym.uri = uri
       sym.range = M.range(absent(s.selectionRange) and s.range or s.selectionRange)
-      if not sym.range or not uri then return nil, malformed(server, "symbol result") end
+      sym.bodyRange = M.range(s.range)
+      if not sym.range or not sym.bodyRange or not uri then return nil, malformed(server, "symbol result") end
+      for _, p in ipairs(M.name_parts(s.name)) do parts[#parts + 1] = p end
+      sym.namePath = table.concat(parts, "/")
       out[#out + 1] = sym
       if not absent(s.children) then
         if not is_array(s.children) then return nil, malformed(server, "symbol result") end
         local ok2, err = flatten(server, s.children, uri,
-          container and (container .. "." .. s.name) or s.name, out, depth + 1)
+          container and (container .. "." .. s.name) or s.name, out, depth + 1, parts)
         if not ok2 then return nil, err end
       end
     end
@@ -213,6 +244,128 @@ function M.calls(server, result, field)
       item.fromRanges[j] = r
     end
     out[#out + 1] = item
+  end
+  return out
+end
+
+M.COMPLETION_KINDS = {
+  "text", "method", "function", "constructor", "field", "variable", "class", "interface", "module", "property",
+  "unit", "value", "enum", "keyword", "snippet", "color", "file", "reference", "folder", "enum member",
+  "constant", "struct", "event", "operator", "type parameter",
+}
+
+local function doc_text(v)
+  if absent(v) then return nil end
+  if type(v) == "string" then return v end
+  if type(v) == "table" and type(v.value) == "string" then return v.value end
+  return nil
+end
+
+---@class dsh.lsp.CompletionItem
+---@field label string
+---@field kind integer|nil
+---@field detail string|nil
+---@field insertText string|nil   what choosing it inserts, when not the label
+---@field documentation string|nil
+
+--- A completion result (CompletionItem[] or CompletionList) → items (at
+--- most max, in the server's sort order) and whether the list is incomplete.
+function M.completion(server, result, max)
+  if absent(result) then return {}, false end
+  if type(result) ~= "table" then return nil, malformed(server, "completion result") end
+  local list, incomplete = result, false
+  if not is_array(result) then
+    list, incomplete = result.items, result.isIncomplete == true
+    if not is_array(list) then return nil, malformed(server, "completion result") end
+  end
+  local items = {}
+  for i = 1, #list do
+    local c = list[i]
+    if type(c) ~= "table" or type(c.label) ~= "string" then return nil, malformed(server, "completion item") end
+    local insert = nil
+    if type(c.textEdit) == "table" and type(c.textEdit.newText) == "string" then
+      insert = c.textEdit.newText
+    elseif type(c.insertText) == "string" then
+      insert = c.insertText
+    end
+    if insert == c.label then insert = nil end
+    local detail = type(c.detail) == "string" and c.detail or nil
+    if not detail and type(c.labelDetails) == "table" then
+      detail = (type(c.labelDetails.detail) == "string" and c.labelDetails.detail or "")
+        .. (type(c.labelDetails.description) == "string" and (" " .. c.labelDetails.description) or "")
+      if detail == "" then detail = nil end
+    end
+    items[#items + 1] = { label = c.label, kind = nonneg_int(c.kind) and c.kind or nil, detail = detail,
+      insertText = insert, documentation = doc_text(c.documentation),
+      sortText = type(c.sortText) == "string" and c.sortText or c.label, n = i }
+  end
+  table.sort(items, function(a, b)
+    if a.sortText ~= b.sortText then return a.sortText < b.sortText end
+    return a.n < b.n
+  end)
+  local out = {}
+  for i = 1, math.min(#items, max) do
+    local it = items[i]
+    it.sortText, it.n = nil, nil
+    out[i] = it
+  end
+  return out, incomplete or #items > max, #items
+end
+
+---@class dsh.lsp.Signature
+---@field label string
+---@field documentation string|nil
+---@field parameters {label:string, documentation:string|nil}[]
+---@field activeParameter integer|nil
+
+--- A SignatureHelp → {signatures, activeSignature, activeParameter} | nil, or nil, err.
+function M.signature_help(server, result)
+  if absent(result) then return nil end
+  if type(result) ~= "table" or not is_array(result.signatures) then
+    return nil, malformed(server, "signature help")
+  end
+  local sigs = {}
+  for i = 1, #result.signatures do
+    local sg = result.signatures[i]
+    if type(sg) ~= "table" or type(sg.label) ~= "string" then return nil, malformed(server, "signature help") end
+    local params = {}
+    for j, p in ipairs(type(sg.parameters) == "table" and sg.parameters or {}) do
+      local label = type(p) == "table" and p.label
+      if type(label) == "table" and nonneg_int(label[1]) and nonneg_int(label[2]) then
+        -- [start, end) in UTF-16 units of the signature's label
+        local a = positions.utf16_to_index(sg.label, label[1])
+        local b = positions.utf16_to_index(sg.label, label[2])
+        label = sg.label:sub(a, b - 1)
+      end
+      if type(label) ~= "string" then return nil, malformed(server, "signature help") end
+      params[j] = { label = label, documentation = doc_text(p.documentation) }
+    end
+    sigs[i] = { label = sg.label, documentation = doc_text(sg.documentation), parameters = params,
+      activeParameter = nonneg_int(sg.activeParameter) and sg.activeParameter or nil }
+  end
+  if #sigs == 0 then return nil end
+  return { signatures = sigs, activeSignature = nonneg_int(result.activeSignature) and result.activeSignature or 0,
+    activeParameter = nonneg_int(result.activeParameter) and result.activeParameter or nil }
+end
+
+---@class dsh.lsp.CodeAction
+---@field title string
+---@field kind string|nil
+---@field isPreferred boolean|nil
+---@field disabled string|nil  why it cannot be applied
+---@field raw table            what the server sent (to resolve and apply it)
+
+--- A codeAction result → CodeAction[] (Commands become actions of no kind), or nil, err.
+function M.code_actions(server, result)
+  if absent(result) then return {} end
+  if not is_array(result) then return nil, malformed(server, "code action result") end
+  local out = {}
+  for i = 1, #result do
+    local a = result[i]
+    if type(a) ~= "table" or type(a.title) ~= "string" then return nil, malformed(server, "code action") end
+    local disabled = type(a.disabled) == "table" and type(a.disabled.reason) == "string" and a.disabled.reason or nil
+    out[#out + 1] = { title = a.title, kind = type(a.kind) == "string" and a.kind or nil,
+      isPreferred = a.isPreferred == true or nil, disabled = disabled, raw = a }
   end
   return out
 end

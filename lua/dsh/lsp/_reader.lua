@@ -21,11 +21,11 @@ local M = {}
 local HEADER_BYTES = 4096
 local STDERR_BYTES = 65536
 
-local function program_path()
+local function program_text(file)
   local src = debug.getinfo(1, "S").source:match("^@(.*)$") or ""
   local dir = src:match("^(.*)/[^/]*$") or "."
   -- installed beside this module; in a source tree under remote/lsp
-  for _, p in ipairs { dir .. "/source-reader.lua", dir .. "/../../../remote/lsp/source-reader.lua" } do
+  for _, p in ipairs { dir .. "/" .. file, dir .. "/../../../remote/lsp/" .. file } do
     local f = io.open(p, "rb")
     if f then
       local text = f:read("*a")
@@ -36,13 +36,15 @@ local function program_path()
   return nil
 end
 
-local PROGRAM
+local PROGRAMS = {}
 
---- The reader program's text (raises if it is missing from the installation).
-function M.program()
-  PROGRAM = PROGRAM or program_path()
-  if not PROGRAM then error("dsh.lsp: the source reader program (source-reader.lua) is not installed", 2) end
-  return PROGRAM
+--- The text of a program of remote/lsp (default the source reader's;
+--- raises if it is missing from the installation).
+function M.program(file)
+  file = file or "source-reader.lua"
+  PROGRAMS[file] = PROGRAMS[file] or program_text(file)
+  if not PROGRAMS[file] then error("dsh.lsp: the program " .. file .. " is not installed", 2) end
+  return PROGRAMS[file]
 end
 
 ---@class dsh.lsp.Reader
@@ -246,18 +248,59 @@ function Reader:read(path, max, have, signal)
   return self:_read_result(res[1], gen, max, want)
 end
 
---- resolve(paths) and read(path, max, have) in one round trip: both results,
---- or nil, err. The read does not depend on the resolution (the caller
---- compares them).
-function Reader:check(paths, path, max, have, signal)
-  local want = self:_want(have)
-  local res, gen = self:_calls({ resolve_request(paths), { "read", " " .. max .. " " .. want, path } }, signal)
+--- Several reads in one round trip: list = {{path, max, have}, ...} → a
+--- dsh.lsp.Read (or an error table {err=}) per entry, or nil, err when the
+--- reader itself failed.
+function Reader:read_many(list, signal)
+  if #list == 0 then return {} end
+  local reqs, wants = {}, {}
+  for i, r in ipairs(list) do
+    wants[i] = self:_want(r[3])
+    reqs[i] = { "read", " " .. r[2] .. " " .. wants[i], r[1] }
+  end
+  local res, gen = self:_calls(reqs, signal)
+  if not res then return nil, gen end
+  local out = {}
+  for i, body in ipairs(res) do
+    local rd, err = self:_read_result(body, gen, list[i][2], wants[i])
+    if not rd then return nil, err end
+    out[i] = rd
+  end
+  return out
+end
+
+--- The nearest directory from start up to stop (canonical paths, start
+--- inside stop) holding an entry named one of names, or false; nil, err.
+function Reader:find(stop, start, names, signal)
+  local payload = stop .. "\0" .. start .. "\0" .. table.concat(names, "\0") .. "\0"
+  local res, err = self:_calls({ { "find", "", payload } }, signal)
+  if not res then return nil, err end
+  if res[1] == "none\n" then return false end
+  local dir = res[1]:match("^found\n(/.*)$")
+  if not dir then return nil, invalid(self, "returned an invalid response") end
+  return dir
+end
+
+--- resolve(paths) and reads (as read_many takes them) in one round trip:
+--- the resolution and the list of reads, or nil, err. The reads do not
+--- depend on the resolution (the caller compares them).
+function Reader:check(paths, list, signal)
+  local reqs, wants = { resolve_request(paths) }, {}
+  for i, r in ipairs(list) do
+    wants[i] = self:_want(r[3])
+    reqs[i + 1] = { "read", " " .. r[2] .. " " .. wants[i], r[1] }
+  end
+  local res, gen = self:_calls(reqs, signal)
   if not res then return nil, gen end
   local resolved, err = self:_resolved(res[1], #paths)
   if not resolved then return nil, err end
-  local rd, rerr = self:_read_result(res[2], gen, max, want)
-  if not rd then return nil, rerr end
-  return resolved, rd
+  local out = {}
+  for i = 1, #list do
+    local rd, rerr = self:_read_result(res[i + 1], gen, list[i][2], wants[i])
+    if not rd then return nil, rerr end
+    out[i] = rd
+  end
+  return resolved, out
 end
 
 function Reader:_read_result(res, gen, max, want)

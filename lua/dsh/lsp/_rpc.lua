@@ -35,7 +35,7 @@ local null = json.null
 -- as [] even when empty.
 local ARRAY_MT = { __name = "json array" }
 local EMPTY = "\0dsh-empty-array\0"
-local EMPTY_JSON = '"\\u0000dsh-empty-array\\u0000"'
+local EMPTY_PATTERN = ('"\\u0000dsh-empty-array\\u0000"'):gsub("%p", "%%%0") -- its JSON text, as a pattern
 
 --- Mark t as a JSON array (so an empty one encodes as []).
 function M.array(t)
@@ -64,7 +64,7 @@ end
 function M.encode(msg)
   local v, changed = mark_empty(msg, 0)
   local s = json.encode(v)
-  if changed then s = s:gsub(EMPTY_JSON, "[]") end
+  if changed then s = s:gsub(EMPTY_PATTERN, "[]") end
   return s
 end
 
@@ -89,7 +89,8 @@ end
 ---@field read fun():string|nil, dsh.Error|nil
 ---@field write fun(s:string):boolean|nil, dsh.Error|nil
 ---@field maxMessageBytes integer
----@field on_request fun(method:string, params:any):any, table|nil  result, or nil and {code=, message=}
+---@field on_request fun(method:string, params:any):any, table|nil  result (or a function that returns it,
+---                                  run in a task of its own), or nil and {code=, message=}
 ---@field on_notification fun(method:string, params:any)|nil
 ---@field on_fail fun(err:dsh.Error)|nil
 ---@field cancelGraceMs integer|nil  after a cancel, how long the server may take to answer before
@@ -197,14 +198,21 @@ end
 
 function Conn:_answer(id, method, params)
   local result, rpcerr = self._o.on_request(method, params)
-  local msg = { jsonrpc = "2.0", id = id }
-  if rpcerr then
-    msg.error = { code = rpcerr.code, message = rpcerr.message }
-  else
-    msg.result = result == nil and null or result
-  end
-  -- answered from a task of its own: the read loop never waits on a write
-  async.run(function() self:_send(msg) end):on_settle(function() end)
+  -- answered from a task of its own: the read loop never waits on a write,
+  -- nor on a handler that returned a function (it runs there: its answer)
+  async.run(function()
+    if type(result) == "function" then
+      local ok, r, e = pcall(result)
+      if ok then result, rpcerr = r, e else result, rpcerr = nil, { code = -32603, message = tostring(r) } end
+    end
+    local msg = { jsonrpc = "2.0", id = id }
+    if rpcerr then
+      msg.error = { code = rpcerr.code, message = rpcerr.message }
+    else
+      msg.result = result == nil and null or result
+    end
+    self:_send(msg)
+  end):on_settle(function() end)
 end
 
 function Conn:_send(msg)

@@ -85,8 +85,8 @@ for _, name in ipairs(terminal.order) do
       run = function(c, args, o) return t.run(c, args, o) end, render_error = terminal.render_error }
   end)
 end
-add("lsp", "lsp", function()
-  return { name = lsp.name, description = lsp.description, parameters = lsp.parameters,
+add("lsp", "lsp", function(ctx)
+  return { name = lsp.name, description = lsp.describe(ctx and ctx.lsp), parameters = lsp.parameters,
     render_error = lsp.render_error,
     run = function(c, args, o)
       local root = o.workspaceRoot or (c.fs and c.fs.cwd)
