@@ -12,9 +12,19 @@
 -- one that is gone for good (killed, or killed by its timeout) makes every
 -- call return SANDBOX_GONE, saying why and when. Work through the context
 -- counts as activity. After dispose every call returns DISPOSED.
+--
+-- The host never waits on the sandbox past its own deadlines: a daemon that
+-- does not answer ends the calls waiting on it with SANDBOX_UNRESPONSIVE
+-- (dsh.envd's watch), and dispose has a deadline, disposeTimeoutMs (4000 ms
+-- by default) from ctx:dispose(): past it every call still waiting on the
+-- sandbox is given up and the disposition is applied from outside (the
+-- local sandbox's supervisor, E2B's control plane). Dispose then reports,
+-- as SANDBOX_UNRESPONSIVE, that the sandbox's work was not ended gracefully;
+-- so it does when the sandbox stopped answering while the context ran.
 local async = require "dsh.async"
 local errors = require "dsh.errors"
 local guard = require "dsh.providers.e2b.guard"
+local loop = require "dsh.loop"
 local schema = require "dsh.providers.e2b.schema"
 
 local M = {
@@ -23,6 +33,8 @@ local M = {
   inject = {},
   validate = schema.validate,
 }
+
+M.EXEC_TIMEOUT_MS = 60000 -- exec's deadline when the caller gives none
 
 ---@class dsh.E2B
 ---@field cwd string
@@ -64,15 +76,18 @@ function E2B:sandboxId()
 end
 
 --- Run argv in the sandbox without a shell and collect its output:
--- {exit_code=, stdout=, stderr=, signal=} or nil, err. opts: cwd, signal, timeout_ms, stdin.
+-- {exit_code=, stdout=, stderr=, signal=} or nil, err. opts: cwd, signal,
+-- timeout_ms (EXEC_TIMEOUT_MS by default; 0: none), stdin.
 function E2B:exec(argv, opts)
   opts = opts or {}
   local h, err = self:getSandbox()
   if not h then return nil, err end
   local args = {}
   for i = 2, #argv do args[i - 1] = argv[i] end
+  local timeout = opts.timeout_ms
+  if timeout == nil then timeout = M.EXEC_TIMEOUT_MS end
   local p, serr = h.envd:start { cmd = argv[1], args = args, cwd = opts.cwd, envs = opts.envs,
-    timeout_ms = opts.timeout_ms, signal = opts.signal, stdin = opts.stdin ~= nil }
+    timeout_ms = timeout, signal = opts.signal, stdin = opts.stdin ~= nil }
   if not p then return nil, serr end
   if opts.stdin then
     local ok, ierr = p:send_stdin(opts.stdin)
@@ -119,7 +134,8 @@ local function prepare(service, envd)
   if not ok and err.code ~= "already_exists" then return nil, err end
   ok, err = envd:make_dir(service.runtimeRoot)
   if not ok and err.code ~= "already_exists" then return nil, err end
-  local p, serr = envd:start { cmd = "chmod", args = { "700", "--", service.runtimeRoot } }
+  local p, serr = envd:start { cmd = "chmod", args = { "700", "--", service.runtimeRoot },
+    timeout_ms = M.EXEC_TIMEOUT_MS }
   if not p then return nil, serr end
   local r, werr = p:wait()
   p:close()
@@ -153,28 +169,40 @@ function M.setup(scope, cfg)
   -- directories again on the daemon it resumed with
   service._guard.on_resume = function() return prepare(service, h.envd) end
   service._sb = { id = h.id, envd = service._guard.proxy }
+  local setup_done, deadline = false, nil
+  -- dispose began: the sandbox has disposeTimeoutMs to let it finish
+  scope.signal:on_abort(function()
+    if not setup_done then return end
+    deadline = loop.timer(function()
+      deadline:close()
+      deadline = nil
+      service:_give_up(h, cfg.disposeTimeoutMs)
+    end)
+    deadline:start(cfg.disposeTimeoutMs)
+  end)
   -- Registered first, so it runs last: the disposition, or the kill of a
   -- created sandbox whose setup failed.
-  local setup_done = false
   scope:on_dispose(function()
     service._disposing = true
+    if deadline then
+      deadline:close()
+      deadline = nil
+    end
     if not setup_done then
       if service.created then h:kill() end
       h:close()
       return
     end
-    local mode = service.disposeMode
-    local ok, derr = true, nil
-    if service._gone then
-      ok = true -- nothing left to kill or pause
-    elseif mode == "kill" then
-      ok, derr = h:kill()
-    elseif mode == "pause" then
-      ok, derr = h:pause()
-      if ok == false then ok = true end -- already paused is fine
+    local ok, derr
+    if service._ending then
+      ok, derr = service._ending:await()
+    else
+      ok, derr = service:_dispose_sandbox(h)
     end
+    local state = h.envd:unresponsive()
     h:close()
     if ok == nil then return nil, derr end
+    if state then return nil, service:_ungraceful(h, state) end
     return true
   end)
   if scope.signal.aborted then return nil, async.abort_error(scope.signal.reason) end
@@ -182,6 +210,51 @@ function M.setup(scope, cfg)
   if not ok then return nil, perr end
   setup_done = true
   return service
+end
+
+--- Apply the disposition (kill, pause or leave) through the backend, which
+-- needs nothing of the sandbox's daemon: true, or nil, err.
+function E2B:_dispose_sandbox(h)
+  if self._gone then return true end -- nothing left to kill or pause
+  local mode = self.disposeMode
+  if mode == "kill" then
+    local ok, err = h:kill()
+    if ok == nil then return nil, err end
+  elseif mode == "pause" then
+    local ok, err = h:pause()
+    if ok == nil then return nil, err end -- false: it was paused already
+  end
+  return true
+end
+
+-- How the disposition reached the sandbox, for the report.
+function E2B:_how()
+  local mode = self.disposeMode
+  if self._gone then return "it was gone already" end
+  if mode == "leave" then return "it was left running (onDispose = leave): what the context started may still run" end
+  local via = self.backend == "local" and "its supervisor" or "E2B's control plane"
+  return (mode == "kill" and "it was killed" or "it was paused") .. " through " .. via
+    .. ", which ended what the context had started there"
+end
+
+--- Dispose ran past its deadline: give up every call still waiting on the
+-- sandbox (later ones fail at once) and apply the disposition from outside.
+function E2B:_give_up(h, ms)
+  if self._overdue then return end
+  local label = "sandbox " .. tostring(h.id)
+  self._overdue = errors.new("SANDBOX_UNRESPONSIVE",
+    string.format("%s: dispose did not finish within %d ms; calls still waiting on it were given up", label, ms),
+    { sandbox = label })
+  h.envd:abandon(self._overdue)
+  self._ending = async.run(function() return self:_dispose_sandbox(h) end)
+end
+
+-- The report of a dispose that could not end the sandbox's work gracefully.
+function E2B:_ungraceful(h, state)
+  local label = "sandbox " .. tostring(h.id)
+  local why = self._overdue and self._overdue.message
+    or string.format("%s %s", label, state.why)
+  return errors.new("SANDBOX_UNRESPONSIVE", why .. "; " .. self:_how(), { sandbox = label })
 end
 
 M.E2B = E2B

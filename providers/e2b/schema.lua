@@ -12,7 +12,7 @@ local M = {}
 
 M.KEYS = {
   "backend", "cwd", "timeoutMs", "onTimeout", "onDispose", "network", "envs", "metadata", "sandboxId",
-  "template", "apiKey", "apiUrl", "domain", "sandboxUrl", "maxProcesses", "memoryMb", "cpus",
+  "template", "apiKey", "apiUrl", "domain", "sandboxUrl", "maxProcesses", "memoryMb", "cpus", "disposeTimeoutMs",
 }
 M.LOCAL_ONLY = { "maxProcesses", "memoryMb", "cpus" }
 
@@ -23,6 +23,7 @@ M.DEFAULTS = {
   onTimeout = "pause",
   onDispose = "kill",
   network = true,
+  disposeTimeoutMs = 4000, -- then the disposition is applied from outside: dispose ends within about 5 s
 }
 
 local function fail(msg)
@@ -92,6 +93,8 @@ function M.validate(cfg)
   end
   if cfg.network ~= nil and type(cfg.network) ~= "boolean" then fail("network must be a boolean") end
   out.network = cfg.network ~= false
+  out.disposeTimeoutMs = schema.integer("dsh-e2b", cfg, "disposeTimeoutMs", M.DEFAULTS.disposeTimeoutMs, 1,
+    600000)
   out.envs = string_map("envs", cfg.envs)
   out.metadata = string_map("metadata", cfg.metadata)
   for _, k in ipairs(M.LOCAL_ONLY) do
