@@ -215,6 +215,14 @@ function Watch:admit(what)
     mark.why, now - mark.at, what), { sandbox = label })
 end
 
+--- The error of a call (what) that went unanswered while the daemon was
+-- found unresponsive (call it while unresponsive() says so).
+function Watch:unanswered(what)
+  local label = self._client:_label()
+  local why = self._forced and self._forced.message or (label .. " " .. self._mark.why)
+  return errors.new("SANDBOX_UNRESPONSIVE", why .. "; " .. what .. " went unanswered", { sandbox = label })
+end
+
 --- The daemon's state: nil while it answers, else {why=, at=} (at: loop ms).
 function Watch:unresponsive()
   if self._forced then return { why = self._forced.message, at = self._forced_at } end

@@ -322,10 +322,19 @@ function Client:health(opts)
 end
 
 --- The extensions of the daemon (asks /health once). Empty for stock envd.
+-- Asked on a call's behalf: it fails at once while the daemon is found
+-- unresponsive, and waits for an answer no longer than a probe does.
 function Client:extensions()
   if not self._health then
-    local info, err = self:health()
-    if not info then return nil, err end
+    local w = self._watch
+    local ok, aerr = w:admit("GET /health")
+    if not ok then return nil, aerr end
+    local timeout = self.probe_timeout_ms > 0 and self.probe_timeout_ms or M.HEALTH_TIMEOUT_MS
+    local info, err = self:health { timeout_ms = timeout }
+    if not info then
+      if w:unresponsive() then return nil, w:unanswered("GET /health") end
+      return nil, err
+    end
   end
   return self._health.extensions
 end
