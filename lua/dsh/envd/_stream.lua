@@ -64,9 +64,13 @@ function Stream:next()
     end
     local kind, a, b, c = reader:next()
     if kind == "data" then
-      if self._call.mode == "prompt" then self._watch:answered(self._call) end
+      local w = self._watch
+      w.moved = w.moved + #b
+      if self._call.mode == "prompt" then w:answered(self._call) end
       return { __data = true, stream = a, data = b, offset = c }
     elseif kind == "message" then
+      local w = self._watch
+      w.moved = w.moved + #a
       local msg = json.decode(a)
       if type(msg) ~= "table" then
         self._failed = errors.new("internal", "envd stream message is not a JSON object")

@@ -24,7 +24,12 @@
 -- call each RETRY_MS waits for a new probe, the others fail at once, until a
 -- probe (or a health check) is answered. A probe that fails otherwise (the
 -- connection refused: the daemon is gone) changes nothing: the calls see
--- that themselves. abandon(err) ends every call, standing ones too, and
+-- that themselves; nor does one that timed out while the daemon delivered
+-- BUSY_BYTES or more to the client's calls (busy, not frozen: a single-
+-- threaded daemon pouring out 50 streams may answer a probe late). A probe
+-- waits its turn behind the client's own calls: it gets QUEUED_MS more for
+-- each call but one that waits for an answer (50 starts at once are 50
+-- spawns before dshd reads the probe). abandon(err) ends every call, standing ones too, and
 -- every later one with err, for good (a sandbox being ended from outside).
 local async = require "dsh.async"
 local errors = require "dsh.errors"
@@ -38,6 +43,8 @@ M.PROBE_EVERY_MS = 1000
 M.RETRY_MS = 1000
 M.DEADLINE_GRACE_MS = 1000
 M.TICK_MS = 50
+M.BUSY_BYTES = 4096
+M.QUEUED_MS = 100
 
 ---@class dsh.envd.Watch
 local Watch = {}
@@ -47,7 +54,9 @@ Watch.__index = Watch
 -- (client.slow_ms, client.probe_timeout_ms, read when used: 0 turns probing
 -- off, deadlines still hold); see dsh.envd.
 function M.new(client)
-  return setmetatable({ _client = client, _calls = setmetatable({}, { __mode = "k" }) }, Watch)
+  -- moved: bytes the daemon delivered to the client's calls (stream events,
+  -- file chunks, unary answers), counted by dsh.envd as they arrive
+  return setmetatable({ _client = client, _calls = setmetatable({}, { __mode = "k" }), moved = 0 }, Watch)
 end
 
 -- Calls ------------------------------------------------------------------------------
@@ -160,13 +169,15 @@ end
 
 -- Probes -----------------------------------------------------------------------------
 
---- Record what a health check started at started found: an answer clears
--- the mark; no answer in time sets it and gives up every call that waits.
-function Watch:result(started, ok, err, timeout_ms)
+--- Record what a health check started at started (when moved was moved0)
+-- found: an answer clears the mark; no answer in time, while the daemon
+-- delivered less than BUSY_BYTES meanwhile, sets it and gives up every call
+-- that waits.
+function Watch:result(started, moved0, ok, err, timeout_ms)
   if self._stopped or self._forced then return end
-  if ok then
+  if ok or (err and self.moved - moved0 >= M.BUSY_BYTES) then
     self._ok_started = math.max(self._ok_started or started, started)
-    self._mark = nil
+    if ok then self._mark = nil end
     return
   end
   if not err or (err.code ~= "HTTP_TIMEOUT" and err.code ~= "HTTP_STALLED") then return end
@@ -186,10 +197,15 @@ function Watch:_probe()
   local f = async.future()
   self._probing = f
   async.run(function()
-    local started, timeout = loop.now_ms(), self._client.probe_timeout_ms
+    local waiting = 0
+    for c in pairs(self._calls) do
+      if c.mode ~= "standing" then waiting = waiting + 1 end
+    end
+    local timeout = self._client.probe_timeout_ms + M.QUEUED_MS * math.max(0, waiting - 1)
+    local started, moved0 = loop.now_ms(), self.moved
     local ok, res, err = pcall(self._client._probe, self._client, timeout)
     self._probing = nil
-    if ok then self:result(started, res, err, timeout) end
+    if ok then self:result(started, moved0, res, err, timeout) end
     f:resolve()
     if not ok and not self._stopped then error(res, 0) end -- a closed client's probe just ends
   end)

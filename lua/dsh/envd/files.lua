@@ -40,7 +40,10 @@ Reader.__tostring = function(r) return "dsh.envd.file_reader(" .. r.path .. ")" 
 --- Next chunk of the file, nil at the end, nil, err on failure.
 function Reader:read()
   local chunk, err = self._res:read()
-  if chunk then return chunk end
+  if chunk then
+    self._watch.moved = self._watch.moved + #chunk
+    return chunk
+  end
   self._watch:close(self._call)
   if err then return nil, require("dsh.envd").transport_error(err) end
   return nil

@@ -232,6 +232,7 @@ function Client:call(path, msg, opts)
   w:close(c)
   if not pok then error(res, 0) end
   if not res then return nil, transport_error(err) end
+  w.moved = w.moved + #res.body
   if res.status ~= 200 then return nil, answer_error(res.status, res.body, true) end
   local decoded = json.decode(res.body)
   if type(decoded) ~= "table" then
@@ -309,9 +310,10 @@ end
 function Client:health(opts)
   self:_check_open("health")
   local timeout = opts and opts.timeout_ms or M.HEALTH_TIMEOUT_MS
-  local started = loop.now_ms()
+  local w = self._watch
+  local started, moved0 = loop.now_ms(), w.moved
   local res, err = self:_probe(timeout, opts and opts.signal)
-  self._watch:result(started, res ~= nil, err, timeout)
+  w:result(started, moved0, res ~= nil, err, timeout)
   if not res then return nil, transport_error(err) end
   if res.status < 200 or res.status > 299 then return nil, answer_error(res.status, res.body) end
   local ext = {}
