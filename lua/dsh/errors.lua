@@ -92,6 +92,8 @@ M.CATALOGUE = {
   e2b = {
     E2B_DISPOSING = "(no longer made: a disposed ctx.e2b says DISPOSED; kept for providers that test for it)",
     SANDBOX_GONE = "the sandbox no longer exists (killed, or killed by its timeout); the message says why and when",
+    SANDBOX_UNRESPONSIVE = "the sandbox's daemon did not answer within the host's own deadline (stopped, frozen, "
+      .. "too slow), or dispose ran past its deadline; the message names the sandbox (err.sandbox)",
     E2B_EXECUTABLE = "resolveExecutable found no single absolute path in the sandbox",
     E2B_SETUP = "the sandbox's working directories could not be prepared",
   },

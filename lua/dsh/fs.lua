@@ -41,7 +41,8 @@ M.normalize = paths.normalize
 M.uuid = paths.uuid
 --- The failure codes a backend may return (code -> meaning); see dsh.fs._errors.
 M.BACKEND_CODES = fe.BACKEND_CODES
---- Codes from below a backend that reach the caller as they are (SANDBOX_GONE, DISPOSED).
+--- Codes from below a backend that reach the caller as they are (SANDBOX_GONE,
+-- SANDBOX_UNRESPONSIVE, DISPOSED).
 M.PASSED_CODES = fe.PASSED_CODES
 
 ---@class dsh.FsInfo                 what a backend reports about one path

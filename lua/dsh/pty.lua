@@ -464,7 +464,12 @@ function Service:dispose()
   end
   for _, rec in pairs(self._owners) do
     if rec.off then rec.off() end
+    -- what could not be closed is reported; nothing can retry it any more
+    for _, failed in ipairs(rec.failed) do
+      if failed.session and failed.session.release then failed.session:release() end
+    end
   end
+  for _, entry in pairs(self._sessions) do entry.session:release() end
   f:resolve(aggregate(MOD .. ": dispose", failures))
   return f:await()
 end

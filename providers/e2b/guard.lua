@@ -22,6 +22,13 @@
 -- again after the resume belongs to the new process from then on.
 -- Each call counts as activity (the cloud backend extends the sandbox's
 -- timeout, and keeps extending it while a stream is open).
+-- A sandbox whose daemon does not answer in time is not recovered: the
+-- client's own deadlines (dsh.envd._watch) end its calls with
+-- SANDBOX_UNRESPONSIVE naming the sandbox (the guard labels every client it
+-- stands for "sandbox <id>"), and the guard passes that on; once dispose ran
+-- past its deadline, every call returns that error at once. A cloud sandbox
+-- is across the internet: its client doubts it later (CLOUD_SLOW_MS) and
+-- waits longer for a probe (CLOUD_PROBE_TIMEOUT_MS).
 local async = require "dsh.async"
 local errors = require "dsh.errors"
 local loop = require "dsh.loop"
@@ -30,6 +37,8 @@ local M = {}
 
 M.MAX_PIDS = 4096 -- processes remembered with the incarnation they were started in
 M.UNREACHABLE_MS = 1000 -- after a recovery that found the sandbox unreachable, calls fail at once this long
+M.CLOUD_SLOW_MS = 1000
+M.CLOUD_PROBE_TIMEOUT_MS = 5000
 
 local PID_METHODS = {
   connect = true, send_stdin = true, send_pty = true, close_stdin = true, send_signal = true, update_pty = true,
@@ -41,6 +50,17 @@ local pack = function(...) return { n = select("#", ...), ... } end
 
 local Guard = {}
 Guard.__index = Guard
+
+-- The client the guard stands for: what its errors call the daemon
+-- (SANDBOX_UNRESPONSIVE names the sandbox), and its tolerances.
+local function adopt(h, backend)
+  local c = h.envd
+  if not c then return end
+  c.label = "sandbox " .. tostring(h.id)
+  if backend == "cloud" then
+    c.slow_ms, c.probe_timeout_ms = M.CLOUD_SLOW_MS, M.CLOUD_PROBE_TIMEOUT_MS
+  end
+end
 
 --- A guard for the sandbox handle h of service (a dsh.E2B): {proxy=, ...}.
 -- h: the backend's handle (h.envd, h:recover(), h.keeps_processes, and
@@ -65,6 +85,7 @@ function M.new(service, h)
     __newindex = function(_, k, v) g._h.envd[k] = v end,
     __tostring = function() return "dsh.e2b.envd(" .. tostring(h.id) .. ")" end,
   })
+  adopt(h, service.backend)
   return g
 end
 
@@ -104,6 +125,7 @@ end
 -- resumed: call again), or nil, err (SANDBOX_GONE, DISPOSED, or err itself).
 function Guard:recover(err)
   local svc = self._service
+  if svc._overdue then return nil, svc._overdue end
   if svc._gone then return nil, svc._gone end
   if svc._disposing then return nil, svc:_disposed_error() end
   if self._recovering then return self._recovering:await() end
@@ -112,6 +134,7 @@ function Guard:recover(err)
   local f = async.future()
   self._recovering = f
   local ok, state, rerr = pcall(self._h.recover, self._h)
+  adopt(self._h, svc.backend) -- a resume brings a new client
   if not ok then
     self._recovering = nil
     f:resolve(nil, err)
@@ -168,6 +191,7 @@ local MAIN = {} -- the key of calls made outside any coroutine
 -- daemon's process of the same pid).
 function Guard:_call(name, ...)
   local svc = self._service
+  if svc._overdue then return nil, svc._overdue end
   if svc._disposing then return nil, svc:_disposed_error() end
   if svc._gone then return nil, svc._gone end
   local h = self._h

@@ -19,9 +19,19 @@
 -- info() and metrics() any sandbox of a backend, in E2B's shapes on every
 -- backend (the cloud: E2B's API; local: the host's records and cgroups).
 -- A third backend, "envd", attaches to an envd URL with no control plane.
+--
+-- The host never waits on the sandbox past its own deadlines: a daemon that
+-- does not answer ends the calls waiting on it with SANDBOX_UNRESPONSIVE
+-- (dsh.envd's watch), and dispose has a deadline, disposeTimeoutMs (4000 ms
+-- by default) from ctx:dispose(): past it every call still waiting on the
+-- sandbox is given up and the disposition is applied from outside (the
+-- local sandbox's supervisor, E2B's control plane). Dispose then reports,
+-- as SANDBOX_UNRESPONSIVE, that the sandbox's work was not ended gracefully;
+-- so it does when the sandbox stopped answering while the context ran.
 local async = require "dsh.async"
 local errors = require "dsh.errors"
 local guard = require "dsh.providers.e2b.guard"
+local loop = require "dsh.loop"
 local schema = require "dsh.providers.e2b.schema"
 
 local M = {
@@ -30,6 +40,8 @@ local M = {
   inject = {},
   validate = schema.validate,
 }
+
+M.EXEC_TIMEOUT_MS = 60000 -- exec's deadline when the caller gives none
 
 ---@class dsh.E2B
 ---@field cwd string
@@ -71,15 +83,18 @@ function E2B:sandboxId()
 end
 
 --- Run argv in the sandbox without a shell and collect its output:
--- {exit_code=, stdout=, stderr=, signal=} or nil, err. opts: cwd, signal, timeout_ms, stdin.
+-- {exit_code=, stdout=, stderr=, signal=} or nil, err. opts: cwd, signal,
+-- timeout_ms (EXEC_TIMEOUT_MS by default; 0: none), stdin.
 function E2B:exec(argv, opts)
   opts = opts or {}
   local h, err = self:getSandbox()
   if not h then return nil, err end
   local args = {}
   for i = 2, #argv do args[i - 1] = argv[i] end
+  local timeout = opts.timeout_ms
+  if timeout == nil then timeout = M.EXEC_TIMEOUT_MS end
   local p, serr = h.envd:start { cmd = argv[1], args = args, cwd = opts.cwd, envs = opts.envs,
-    timeout_ms = opts.timeout_ms, signal = opts.signal, stdin = opts.stdin ~= nil }
+    timeout_ms = timeout, signal = opts.signal, stdin = opts.stdin ~= nil }
   if not p then return nil, serr end
   if opts.stdin then
     local ok, ierr = p:send_stdin(opts.stdin)
@@ -220,7 +235,8 @@ local function prepare(service, envd)
   if not ok and err.code ~= "already_exists" then return nil, err end
   ok, err = envd:make_dir(service.runtimeRoot)
   if not ok and err.code ~= "already_exists" then return nil, err end
-  local p, serr = envd:start { cmd = "chmod", args = { "700", "--", service.runtimeRoot } }
+  local p, serr = envd:start { cmd = "chmod", args = { "700", "--", service.runtimeRoot },
+    timeout_ms = M.EXEC_TIMEOUT_MS }
   if not p then return nil, serr end
   local r, werr = p:wait()
   p:close()
@@ -254,6 +270,17 @@ function M.setup(scope, cfg)
   -- directories again on the daemon it resumed with
   service._guard.on_resume = function() return prepare(service, h.envd) end
   service._sb = { id = h.id, envd = service._guard.proxy }
+  local setup_done, deadline = false, nil
+  -- dispose began: the sandbox has disposeTimeoutMs to let it finish
+  scope.signal:on_abort(function()
+    if not setup_done then return end
+    deadline = loop.timer(function()
+      deadline:close()
+      deadline = nil
+      service:_give_up(h, cfg.disposeTimeoutMs)
+    end)
+    deadline:start(cfg.disposeTimeoutMs)
+  end)
   -- Registered first, so it runs last: the disposition, or the kill of a
   -- created sandbox whose setup failed, or whose context's start failed
   -- (why == "rollback": the start undoes all it made, whatever onDispose says;
@@ -261,6 +288,10 @@ function M.setup(scope, cfg)
   local setup_done = false
   scope:on_dispose(function(why)
     service._disposing = true
+    if deadline then
+      deadline:close()
+      deadline = nil
+    end
     if not setup_done then
       if service.created then h:kill() end
       h:close()
@@ -268,17 +299,16 @@ function M.setup(scope, cfg)
     end
     local mode = service.disposeMode
     if why == "rollback" then mode = service.created and "kill" or "leave" end
-    local ok, derr = true, nil
-    if service._gone then
-      ok = true -- nothing left to kill or pause
-    elseif mode == "kill" then
-      ok, derr = h:kill()
-    elseif mode == "pause" then
-      ok, derr = h:pause()
-      if ok == false then ok = true end -- already paused is fine
+    local ok, derr
+    if service._ending then
+      ok, derr = service._ending:await()
+    else
+      ok, derr = service:_dispose_sandbox(h, mode)
     end
+    local state = h.envd:unresponsive()
     h:close()
     if ok == nil then return nil, derr end
+    if state then return nil, service:_ungraceful(h, state) end
     return true
   end)
   if scope.signal.aborted then return nil, async.abort_error(scope.signal.reason) end
@@ -286,6 +316,52 @@ function M.setup(scope, cfg)
   if not ok then return nil, perr end
   setup_done = true
   return service
+end
+
+--- Apply the disposition (kill, pause or leave; mode, default onDispose's)
+-- through the backend, which needs nothing of the sandbox's daemon: true,
+-- or nil, err.
+function E2B:_dispose_sandbox(h, mode)
+  if self._gone then return true end -- nothing left to kill or pause
+  mode = mode or self.disposeMode
+  if mode == "kill" then
+    local ok, err = h:kill()
+    if ok == nil then return nil, err end
+  elseif mode == "pause" then
+    local ok, err = h:pause()
+    if ok == nil then return nil, err end -- false: it was paused already
+  end
+  return true
+end
+
+-- How the disposition reached the sandbox, for the report.
+function E2B:_how()
+  local mode = self.disposeMode
+  if self._gone then return "it was gone already" end
+  if mode == "leave" then return "it was left running (onDispose = leave): what the context started may still run" end
+  local via = self.backend == "local" and "its supervisor" or "E2B's control plane"
+  return (mode == "kill" and "it was killed" or "it was paused") .. " through " .. via
+    .. ", which ended what the context had started there"
+end
+
+--- Dispose ran past its deadline: give up every call still waiting on the
+-- sandbox (later ones fail at once) and apply the disposition from outside.
+function E2B:_give_up(h, ms)
+  if self._overdue then return end
+  local label = "sandbox " .. tostring(h.id)
+  self._overdue = errors.new("SANDBOX_UNRESPONSIVE",
+    string.format("%s: dispose did not finish within %d ms; calls still waiting on it were given up", label, ms),
+    { sandbox = label })
+  h.envd:abandon(self._overdue)
+  self._ending = async.run(function() return self:_dispose_sandbox(h) end)
+end
+
+-- The report of a dispose that could not end the sandbox's work gracefully.
+function E2B:_ungraceful(h, state)
+  local label = "sandbox " .. tostring(h.id)
+  local why = self._overdue and self._overdue.message
+    or string.format("%s %s", label, state.why)
+  return errors.new("SANDBOX_UNRESPONSIVE", why .. "; " .. self:_how(), { sandbox = label })
 end
 
 M.E2B = E2B

@@ -22,6 +22,7 @@ local M = {}
 M.KEYS = {
   "backend", "cwd", "runtimeRoot", "timeoutMs", "onTimeout", "onDispose", "network", "envs", "metadata", "sandboxId",
   "template", "apiKey", "apiUrl", "domain", "sandboxUrl", "maxProcesses", "memoryMb", "cpus", "maxOpenFiles", "diskMb",
+  "disposeTimeoutMs",
   "autoResume", "debug", "envdUrl", "envdAccessToken",
 }
 M.LOCAL_ONLY = { "maxProcesses", "memoryMb", "cpus", "maxOpenFiles", "diskMb" }
@@ -39,6 +40,7 @@ M.DEFAULTS = {
   onTimeout = "pause",
   onDispose = "kill",
   network = true,
+  disposeTimeoutMs = 4000, -- then the disposition is applied from outside: dispose ends within about 5 s
 }
 
 local function fail(msg)
@@ -147,6 +149,8 @@ function M.validate(cfg)
   -- the sandbox's environment: a name the subprocess seam scrubs would be
   -- dropped from every process anyway, so it never leaves the host (not to
   -- dshd's memory, nor to E2B's control plane)
+  out.disposeTimeoutMs = schema.integer("dsh-e2b", cfg, "disposeTimeoutMs", M.DEFAULTS.disposeTimeoutMs, 1,
+    600000)
   out.envs = require("dsh.subprocess").scrub_env(string_map("envs", cfg.envs))
   out.metadata = string_map("metadata", cfg.metadata)
   for _, k in ipairs(M.LOCAL_ONLY) do
@@ -174,6 +178,8 @@ local function common_envd(cfg, out)
     if cfg[k] ~= nil then fail(k .. " applies only to the local backend") end
   end
   out.timeoutMs, out.onTimeout, out.network, out.envs, out.metadata = M.DEFAULTS.timeoutMs, "kill", true, {}, {}
+  out.disposeTimeoutMs = schema.integer("dsh-e2b", cfg, "disposeTimeoutMs", M.DEFAULTS.disposeTimeoutMs, 1,
+    600000)
   return out
 end
 

@@ -227,7 +227,10 @@ function Compat:terminate(grace_ms)
   if self._term_sent then return true end
   self._term_sent = true
   local r, err = exec_script(self, M.LADDER, tostring(self.pid), tostring(math.ceil(grace_ms / 20)))
-  if not r then return nil, err end
+  if not r then
+    self:_stop_sent(nil, err)
+    return nil, err
+  end
   if r.stdout:find("killed", 1, true) then
     self._client:send_signal(self._envd_pid, "SIGKILL") -- the setsid process too; errors mean it is gone
   end
@@ -236,7 +239,8 @@ end
 
 function Compat:kill()
   self._term_sent = true
-  exec_script(self, [[kill -KILL -- "-$1" 2>/dev/null; exit 0]], tostring(self.pid))
+  local r, err = exec_script(self, [[kill -KILL -- "-$1" 2>/dev/null; exit 0]], tostring(self.pid))
+  if not r then self:_stop_sent(nil, err) end
   self._client:send_signal(self._envd_pid, "SIGKILL")
   return true
 end
@@ -247,6 +251,7 @@ function Compat:wait_quiescent(signal)
   if self._quiet then return true end
   if self._err and self._err.code == "SANDBOX_GONE" then return true end -- every group went with it
   if self._err then return nil, self._err end -- the daemon is gone: its groups' fate is unknowable
+  if self._abandoned then return nil, self._abandoned end -- it does not answer: nor can it say
   local deadline, delay
   while true do
     if signal and signal.aborted then return false end
@@ -271,6 +276,7 @@ function Compat:wait_quiescent(signal)
       end
       err = werr
     end
+    if remote.unresponsive(err) then return nil, err end
     deadline = deadline or loop.now_ms() + self._backend.reconnect_ms
     delay = delay or 25
     if loop.now_ms() + delay > deadline then return nil, remote.lost(self.pid, err) end

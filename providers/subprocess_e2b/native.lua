@@ -62,15 +62,20 @@ function Native:signal(sig)
   return self._client:send_signal(self.pid, sig, { group = true })
 end
 
+-- How long a group may take to end after SIGKILL before the host gives up on it.
+M.KILL_WITHIN_MS = 500
+
 function Native:terminate(grace_ms)
   local ok, err = self._client:send_signal(self.pid, "SIGTERM", { group = true, grace_ms = grace_ms })
   if not ok and err.code == "not_found" then return true end -- the group is gone already
+  self:_stop_sent(ok, err, (grace_ms or 0) + M.KILL_WITHIN_MS)
   return ok, err
 end
 
 function Native:kill()
   local ok, err = self._client:send_signal(self.pid, "SIGKILL", { group = true })
   if not ok and err.code == "not_found" then return true end
+  self:_stop_sent(ok, err, M.KILL_WITHIN_MS)
   return ok, err
 end
 
@@ -108,7 +113,9 @@ function Native:kill_session()
 end
 
 --- true once the group is empty (WatchGroup ends), false when signal
--- aborted, nil, err when the daemon stayed unreachable for reconnectMs.
+-- aborted, nil, err when the daemon stayed unreachable for reconnectMs (or
+-- at once when it was found unresponsive). After a stop request the group
+-- must empty by its time (see remote.lua's _expect_end).
 function Native:wait_quiescent(signal)
   if self._err and self._err.code == "SANDBOX_GONE" then return true end -- every group went with it
   -- the daemon answered that it has no such process (a new incarnation after
@@ -116,16 +123,20 @@ function Native:wait_quiescent(signal)
   local cause = self._err and self._err.cause
   if cause and cause.code == "not_found" then return true end
   if self._err then return nil, self._err end -- the daemon is gone: its groups' fate is unknowable
+  if self._abandoned then return nil, self._abandoned end -- it does not answer: nor can it say
   local deadline, delay -- from the first failure in a row
   while true do
     if signal and signal.aborted then return false end
     local w, err = self._client:watch_group(self.pid, { signal = signal })
     if w then
       deadline, delay = nil, nil
+      self._group_watch = w
+      if self._stop_by then w:expect_end(math.max(0, self._stop_by - loop.now_ms())) end
       while true do
         local st, werr = w:next()
         if not st or st.quiescent then
           w:close()
+          self._group_watch = nil
           if st or not werr then return true end
           err = werr
           break
@@ -133,6 +144,8 @@ function Native:wait_quiescent(signal)
       end
     end
     if signal and signal.aborted then return false end
+    if self._abandoned then return nil, self._abandoned end
+    if remote.unresponsive(err) then return nil, err end
     -- a record dshd no longer has belongs to a group that ended long ago
     if err.code == "not_found" or err.code == "SANDBOX_GONE" then return true end
     deadline = deadline or loop.now_ms() + self._backend.reconnect_ms

@@ -28,6 +28,11 @@ Proc.__tostring = function(p)
 end
 M.Proc = Proc
 
+--- True when err says the sandbox does not answer in time.
+function M.unresponsive(err)
+  return type(err) == "table" and err.code == "SANDBOX_UNRESPONSIVE"
+end
+
 function M.lost(pid, err)
   return errors.new("SUBPROCESS_LOST", string.format(
     "%s: lost the connection to process %d and could not reconnect: %s", NAME, pid,
@@ -67,6 +72,7 @@ function Proc:_reconnect(first_err)
   local deadline = loop.now_ms() + self._backend.reconnect_ms
   local delay, last = 25, first_err
   self._stream:close()
+  if M.unresponsive(first_err) then return nil, first_err end -- the host's own deadline: no second wait
   while not self._closed do
     local sb, serr = self._backend.e2b:getSandbox()
     if not sb then return nil, serr end
@@ -81,6 +87,7 @@ function Proc:_reconnect(first_err)
       return true
     end
     last = err
+    if M.unresponsive(err) then return nil, err end
     if err.code == "not_found" then break end
     if loop.now_ms() + delay > deadline then break end
     async.sleep(delay)
@@ -100,6 +107,9 @@ function Proc:_pump()
       break
     elseif self._closed then
       break
+    elseif self._abandoned then
+      self._err = self._abandoned
+      break
     else
       local ok, rerr = self:_reconnect(err or errors.new("unknown", "stream ended without an end event"))
       if not ok then
@@ -110,6 +120,34 @@ function Proc:_pump()
   end
   if self._on_pump_end then self:_on_pump_end() end
   self._pump_done:resolve()
+end
+
+--- The sandbox did not answer a request to stop the process: give it up.
+-- Its outcome is err; the pump and a wait for its group return at once.
+function Proc:_abandon(err)
+  if self._end or self._err or self._abandoned then return end
+  self._abandoned = err
+  self._stream:close()
+  if self._group_watch then self._group_watch:close() end
+end
+
+--- The process was asked to stop and should be gone within within_ms: its
+-- stream (and a wait for its group) must end by then, and the envd client's
+-- grace after, or they end with SANDBOX_UNRESPONSIVE.
+function Proc:_expect_end(within_ms)
+  self._stop_by = math.min(self._stop_by or math.huge, loop.now_ms() + within_ms)
+  if not (self._end or self._err or self._abandoned) then self._stream:expect_end(within_ms) end
+  if self._group_watch then self._group_watch:expect_end(within_ms) end
+end
+
+-- What a stop request's answer means for the process: an unresponsive
+-- sandbox gives it up, an answer means it ends within within_ms.
+function Proc:_stop_sent(ok, err, within_ms)
+  if ok then
+    self:_expect_end(within_ms)
+  elseif M.unresponsive(err) then
+    self:_abandon(err)
+  end
 end
 
 function Proc:start_pump()

@@ -8,37 +8,19 @@
 -- bound (3x its stall limit: the machine is shared), while a path that is
 -- slow but moving, an idle stream kept alive by the daemon's pings, and a
 -- reader that does not read for a while (backpressure, not a stall) go on.
+-- The client's probes (dsh.envd._watch, spec/06-faults/08) are off where a
+-- test is about a request's own deadline or a stall limit; where they are
+-- on, a call that waits for a first answer on a stalled path ends
+-- SANDBOX_UNRESPONSIVE as soon as a probe goes unanswered.
 local async = require "dsh.async"
 local D = require "helpers.dshd"
 local E = require "helpers.e2b"
+local F = require "06-faults.support"
 local helpers = require "helpers"
 local loop = require "dsh.loop"
-local proc = require "dsh.proc"
-local sys = require "dsh.sysutil"
 
--- The proxy in front of sandbox S: {path=, set(command), stop()}.
 local function proxy(S)
-  local path = helpers.state_dir .. "/fault-proxy.sock"
-  local p = assert(proc.spawn { argv = { assert(sys.which("node")), helpers.root .. "/spec/fixtures/fault-proxy.mjs",
-    path, S.unix_socket }, env = { PATH = os.getenv("PATH") }, stdin = "pipe" })
-  assert.equal("ready\n", p:read())
-  local stopped = false
-  local px
-  px = {
-    path = path,
-    set = function(command)
-      assert(p:write(command .. "\n"))
-      assert.equal("ok\n", p:read())
-    end,
-    stop = function()
-      if stopped then return end
-      stopped = true
-      p:close_stdin()
-      p:wait()
-      p:close()
-    end,
-  }
-  return px
+  return F.proxy(S.unix_socket)
 end
 
 local function lines(n)
@@ -80,7 +62,8 @@ describe("a slow or stalled path to dshd", function()
     function()
       helpers.run(function()
         local px = proxy(S)
-        local c = S:client { unix_socket = px.path, request_timeout_ms = 1000 }
+        -- no probes: each request's own deadline ends it
+        local c = S:client { unix_socket = px.path, request_timeout_ms = 1000, probe_timeout_ms = 0 }
         local p = assert(c:start { cmd = "/bin/bash",
           args = { "-c", "for i in $(seq 1 20); do echo $i; sleep 0.05; done" } })
         px.set("stall")
@@ -125,8 +108,8 @@ describe("a slow or stalled path to dshd", function()
     assert.is_true(ms < 3 * limit_ms, string.format("noticed after %.0f ms", ms))
   end
 
-  it("a stream on a path that stalls ends unavailable within 3x its limit (3 keepalive intervals), "
-    .. "and so does the wait for a stream's first answer", function()
+  it("a stream on a path that stalls ends unavailable within 3x its limit (3 keepalive intervals); "
+    .. "the wait for a stream's first answer ends SANDBOX_UNRESPONSIVE once a probe goes unanswered", function()
     helpers.run(function()
       local px = proxy(S)
       local c = S:client { unix_socket = px.path, keepalive_s = 1 } -- streams stall after 3000 ms
@@ -140,12 +123,18 @@ describe("a slow or stalled path to dshd", function()
         ev, err = p:next()
       until not ev
       assert_stalled(err, "POST http://localhost/process.Process/Start", 3000, t0)
-      -- a stream started on the stalled path: its first answer never comes
+      -- a stream started on the stalled path: its first answer never comes, nor
+      -- does the probe's (the standing stream above rode the stall out until its limit)
       t0 = loop.now_ms()
       local q, qerr = c:start { cmd = "/bin/true" }
+      local ms = loop.now_ms() - t0
       assert.is_nil(q)
-      assert_stalled(qerr, "POST http://localhost/process.Process/Start", 3000, t0)
+      assert.same({ "SANDBOX_UNRESPONSIVE", "envd at unix socket " .. px.path .. " is unresponsive: its daemon did "
+        .. "not answer a health check within 1500 ms; gave up on POST /process.Process/Start after " },
+        { qerr.code, qerr.message:match("^(.* after )%d+ ms$") })
+      assert.is_true(ms < 3000, string.format("noticed after %.0f ms", ms))
       px.set("pass")
+      assert(c:health()) -- an answered health check ends that state
       assert(c:send_signal(p.pid, "SIGKILL")) -- the path works again; the loop ends
       p:close()
       c:close()
@@ -189,7 +178,8 @@ describe("a slow or stalled path to dshd", function()
     function()
       helpers.run(function()
         local px = proxy(S)
-        local c = S:client { unix_socket = px.path, files_stall_timeout_ms = 1000 }
+        -- no probes: the stall limit ends each transfer
+        local c = S:client { unix_socket = px.path, files_stall_timeout_ms = 1000, probe_timeout_ms = 0 }
         local text = string.rep("0123456789abcdef", 4 * 65536) -- 4 MiB: more than the client buffers
         assert(c:write_file("/home/user/stall-down.bin", text))
         -- a trickle first, so the file waits in the proxy rather than in flight when the path stalls

@@ -6,6 +6,7 @@ local helpers = require "helpers"
 local lfs = require "lfs"
 local loop = require "dsh.loop"
 local lsp = require "dsh.lsp"
+local proc = require "dsh.proc"
 local pty = require "dsh.pty"
 local sys = require "dsh.sysutil"
 
@@ -39,6 +40,31 @@ end
 function M.hover(ctx, file, line, character, signal)
   return ctx.lsp:query({ operation = "hover", filePath = file, position = { line = line, character = character },
     workspaceRoot = ctx.e2b.cwd }, signal and { signal = signal } or nil)
+end
+
+--- A proxy (spec/fixtures/fault-proxy.mjs) in front of the unix socket
+-- upstream: {path=, set(command), stop()}; set("trickle 1 1000"), set("stall"),
+-- set("pass") change every connection at once (each acknowledged first).
+function M.proxy(upstream)
+  local path = helpers.state_dir .. "/fault-proxy.sock"
+  local p = assert(proc.spawn { argv = { assert(sys.which("node")), helpers.root .. "/spec/fixtures/fault-proxy.mjs",
+    path, upstream }, env = { PATH = os.getenv("PATH") }, stdin = "pipe" })
+  assert(p:read() == "ready\n", "the fault proxy did not start")
+  local stopped = false
+  return {
+    path = path,
+    set = function(command)
+      assert(p:write(command .. "\n"))
+      assert(p:read() == "ok\n", "the fault proxy did not acknowledge " .. command)
+    end,
+    stop = function()
+      if stopped then return end
+      stopped = true
+      p:close_stdin()
+      p:wait()
+      p:close()
+    end,
+  }
 end
 
 --- SIGKILL the dshd of sandbox id (its host pid); returns the time (loop ms).

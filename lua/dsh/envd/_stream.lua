@@ -3,7 +3,9 @@
 -- One Connect server stream on an open dsh.http response: bytes go from the
 -- response's buffer into the core's event reader (dsh.envd_events) without a
 -- Lua string, and come out as decoded JSON messages or data events. Created
--- by dsh.envd's Client:stream through M.open.
+-- by dsh.envd's Client:stream through M.open; it is a call of the client's
+-- watch (dsh.envd._watch) until it ends or is closed: prompt until its first
+-- message, standing after, ending once expect_end() says the caller waits.
 local errors = require "dsh.errors"
 local json = require "dsh.json"
 
@@ -26,8 +28,22 @@ end
 -- application/connect+json) through reader (a dsh.envd_events reader, which
 -- it keeps).
 ---@return dsh.EnvdStream
-function M.open(path, res, reader)
-  return setmetatable({ path = path, _res = res, _reader = reader }, Stream)
+function M.open(path, res, reader, watch, call)
+  return setmetatable({ path = path, _res = res, _reader = reader, _watch = watch, _call = call }, Stream)
+end
+
+-- The stream ended (cleanly or not) or was closed: the call is over.
+function Stream:_over()
+  self._watch:close(self._call)
+end
+
+--- The caller waits for the stream to end, within_ms at most: the daemon
+-- must end it by then (and dsh.envd.DEADLINE_GRACE_MS more), else the host
+-- does, with SANDBOX_UNRESPONSIVE; meanwhile the daemon is probed.
+---@param within_ms number
+function Stream:expect_end(within_ms)
+  if self._done or self._failed or self._closed then return end
+  self._watch:ending(self._call, within_ms)
 end
 
 --- The next message: a decoded JSON table, or for a data event (decoded in C,
@@ -38,16 +54,28 @@ end
 function Stream:next()
   local reader = self._reader
   while true do
-    if self._failed then return nil, self._failed end
-    if self._done then return nil end
+    if self._failed then
+      self:_over()
+      return nil, self._failed
+    end
+    if self._done then
+      self:_over()
+      return nil
+    end
     local kind, a, b, c = reader:next()
     if kind == "data" then
+      local w = self._watch
+      w.moved = w.moved + #b
+      if self._call.mode == "prompt" then w:answered(self._call) end
       return { __data = true, stream = a, data = b, offset = c }
     elseif kind == "message" then
+      local w = self._watch
+      w.moved = w.moved + #a
       local msg = json.decode(a)
       if type(msg) ~= "table" then
         self._failed = errors.new("internal", "envd stream message is not a JSON object")
       else
+        if self._call.mode == "prompt" then self._watch:answered(self._call) end
         return msg
       end
     elseif kind == "end" then
@@ -76,9 +104,11 @@ local function discard() end
 -- Read to that end so the transfer completes and its connection goes back to
 -- the client's cache (closing a response mid-body makes libcurl drop the
 -- connection, and every later stream would pay for a new one). Bytes after
--- the end message are ignored.
+-- the end message are ignored, and a body that does not end right after it
+-- is given up on (the watch's grace).
 function Stream:_read_to_eof()
   local res = self._res
+  if not res:info().done then self._watch:ending(self._call, 0) end
   while res:read_with(discard) do end
 end
 
@@ -101,6 +131,7 @@ end
 function Stream:close()
   if self._closed then return end
   self._closed = true
+  self:_over()
   self._res:close() -- the reader goes with the stream (ffi.gc): events it holds stay readable
 end
 

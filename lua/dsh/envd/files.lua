@@ -4,7 +4,10 @@
 -- readers, and of strings above STREAM_THRESHOLD bytes, are sent as a
 -- streamed body in slices, so no whole-file copy is made on the way out.
 -- Transfers have no deadline (a file may be large) but a stall limit: the
--- client's files_stall_timeout_ms, or opts.stall_timeout_ms (0 = none).
+-- client's files_stall_timeout_ms, or opts.stall_timeout_ms (0 = none); and
+-- while one runs the daemon is probed now and then, so a daemon that stops
+-- answering (or answers a byte a second) ends it with SANDBOX_UNRESPONSIVE
+-- (dsh.envd._watch's "transfer" calls).
 local errors = require "dsh.errors"
 local json = require "dsh.json"
 
@@ -37,12 +40,17 @@ Reader.__tostring = function(r) return "dsh.envd.file_reader(" .. r.path .. ")" 
 --- Next chunk of the file, nil at the end, nil, err on failure.
 function Reader:read()
   local chunk, err = self._res:read()
-  if chunk then return chunk end
+  if chunk then
+    self._watch.moved = self._watch.moved + #chunk
+    return chunk
+  end
+  self._watch:close(self._call)
   if err then return nil, require("dsh.envd").transport_error(err) end
   return nil
 end
 
 function Reader:close()
+  self._watch:close(self._call)
   self._res:close()
 end
 
@@ -74,17 +82,28 @@ function M.mixin(Client)
   function Client:open_file(path, opts)
     self:_check_open("open_file")
     errors.check("dsh.envd", "open_file: path", path, "string")
-    local ro = self:_request_opts("GET", "/files" .. query(self, path, opts), nil, nil, opts)
+    local target = "/files" .. query(self, path, opts)
+    local w = self._watch
+    local ok, aerr = w:admit("GET " .. target)
+    if not ok then return nil, aerr end
+    local ro = self:_request_opts("GET", target, nil, nil, opts)
     ro.timeout_ms = 0
     ro.stall_timeout_ms = opts and opts.stall_timeout_ms or self.files_stall_timeout_ms
-    local res, err = self._http:request(ro)
-    if not res then return nil, envd().transport_error(err) end
+    local c = w:open(ro, "transfer", "GET " .. target)
+    local pok, res, err = pcall(self._http.request, self._http, ro)
+    if not pok or not res then
+      w:close(c)
+      if not pok then error(res, 0) end
+      return nil, envd().transport_error(err)
+    end
     if res.status ~= 200 then
       local e = files_error(envd(), res)
       res:close()
+      w:close(c)
       return nil, e
     end
-    return setmetatable({ path = path, size = tonumber(res.headers["content-length"]), _res = res }, Reader)
+    return setmetatable({ path = path, size = tonumber(res.headers["content-length"]), _res = res, _watch = w,
+      _call = c }, Reader)
   end
 
   --- The whole file as a string, or nil, err.
@@ -107,14 +126,8 @@ function M.mixin(Client)
   --- Write one file (application/octet-stream). data: a string, a function
   -- returning chunks then nil, or an object with :read(). opts: user,
   -- metadata (map -> X-Metadata-*), signal. Returns {path=, name=, type=}.
-  function Client:write_file(path, data, opts)
-    self:_check_open("write_file")
-    errors.check("dsh.envd", "write_file: path", path, "string")
-    local ro = self:_request_opts("POST", "/files" .. query(self, path, opts), "application/octet-stream", nil, opts)
-    ro.headers["Authorization"] = nil
-    ro.timeout_ms = 0
-    ro.stall_timeout_ms = opts and opts.stall_timeout_ms or self.files_stall_timeout_ms
-    for k, v in pairs(opts and opts.metadata or {}) do ro.headers["X-Metadata-" .. k] = v end
+  -- The upload of write_file on request options ro: status and body, or nil, err.
+  local function upload(self, ro, data)
     local res, err
     if type(data) == "string" and #data <= M.STREAM_THRESHOLD then
       ro.body = data
@@ -142,6 +155,26 @@ function M.mixin(Client)
     local status = res.status
     res:close()
     if not body then return nil, envd().transport_error(berr) end
+    return status, body
+  end
+
+  function Client:write_file(path, data, opts)
+    self:_check_open("write_file")
+    errors.check("dsh.envd", "write_file: path", path, "string")
+    local target = "/files" .. query(self, path, opts)
+    local w = self._watch
+    local ok, aerr = w:admit("POST " .. target)
+    if not ok then return nil, aerr end
+    local ro = self:_request_opts("POST", target, "application/octet-stream", nil, opts)
+    ro.headers["Authorization"] = nil
+    ro.timeout_ms = 0
+    ro.stall_timeout_ms = opts and opts.stall_timeout_ms or self.files_stall_timeout_ms
+    for k, v in pairs(opts and opts.metadata or {}) do ro.headers["X-Metadata-" .. k] = v end
+    local c = w:open(ro, "transfer", "POST " .. target)
+    local pok, status, body = pcall(upload, self, ro, data)
+    w:close(c)
+    if not pok then error(status, 0) end
+    if not status then return nil, body end
     if status ~= 200 then return nil, envd().answer_error(status, body) end
     local list = json.decode(body)
     if type(list) ~= "table" or type(list[1]) ~= "table" then
@@ -168,12 +201,18 @@ function M.mixin(Client)
     local q = ""
     local user = opts and opts.user or self.user
     if user then q = "?username=" .. urlencode(user) end
+    local w = self._watch
+    local ok, aerr = w:admit("POST /files" .. q)
+    if not ok then return nil, aerr end
     local ro = self:_request_opts("POST", "/files" .. q, "multipart/form-data; boundary=" .. boundary,
       table.concat(parts), opts)
     ro.headers["Authorization"] = nil
     ro.timeout_ms = 0
     ro.stall_timeout_ms = opts and opts.stall_timeout_ms or self.files_stall_timeout_ms
-    local res, err = self._http:fetch(ro)
+    local c = w:open(ro, "transfer", "POST /files" .. q)
+    local pok, res, err = pcall(self._http.fetch, self._http, ro)
+    w:close(c)
+    if not pok then error(res, 0) end
     if not res then return nil, envd().transport_error(err) end
     if res.status ~= 200 then return nil, envd().answer_error(res.status, res.body) end
     local list = json.decode(res.body)

@@ -11,6 +11,13 @@
 -- keepalive intervals (the daemon pings idle streams at the interval the
 -- client asks for), /files transfers files_stall_timeout_ms. Unary calls have
 -- their deadline instead.
+-- The host keeps its own deadlines whatever the daemon does (dsh.envd._watch):
+-- a call that should answer promptly and has not gets the daemon probed, and
+-- a daemon that does not answer the probe in time (stopped, frozen, a byte a
+-- second) ends every call waiting on it, and for a while every later one at
+-- once, with SANDBOX_UNRESPONSIVE naming the sandbox (the client's label); a
+-- stream with a deadline (timeout_ms) ends with it at most DEADLINE_GRACE_MS
+-- after the deadline, whether or not the daemon ends it.
 -- Bytes are bytes on the wire: UTF-8 is handled by callers, on the host.
 --
 -- The process, filesystem and files calls live in dsh.envd.process,
@@ -23,7 +30,9 @@ local base64 = require "dsh.base64"
 local envelope = require "dsh.envelope"
 local json = require "dsh.json"
 local envd_events = require "dsh.envd_events"
+local loop = require "dsh.loop"
 local stream = require "dsh.envd._stream"
+local watch = require "dsh.envd._watch"
 
 local M = {}
 
@@ -41,6 +50,11 @@ M.MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 M.KEEPALIVE_S = 50 -- Keepalive-Ping-Interval asked for on streams (E2B's SDKs ask the same)
 M.STALL_KEEPALIVES = 3 -- a stream that got no byte for this many intervals has stalled
 M.FILES_STALL_TIMEOUT_MS = 30000
+M.HEALTH_TIMEOUT_MS = 5000
+M.SLOW_MS = watch.SLOW_MS -- a prompt call this slow gets the daemon probed
+M.PROBE_TIMEOUT_MS = watch.PROBE_TIMEOUT_MS -- a probe unanswered this long: the daemon is unresponsive
+M.RETRY_MS = watch.RETRY_MS -- then calls fail at once; one each RETRY_MS probes again
+M.DEADLINE_GRACE_MS = watch.DEADLINE_GRACE_MS -- a stream's deadline, then this, and the host ends it
 
 -- Connect codes by HTTP status, for answers that carry no Connect error body.
 local status_codes = {
@@ -51,7 +65,9 @@ local status_codes = {
 }
 
 local function transport_error(err)
-  if err.code == "HTTP_TIMEOUT" then
+  if err.code == "SANDBOX_UNRESPONSIVE" then
+    return err -- the host's own deadline (dsh.envd._watch), as it was made
+  elseif err.code == "HTTP_TIMEOUT" then
     return errors.new("deadline_exceeded", err.message)
   elseif err.code == "HTTP_STALLED" then
     return errors.new("unavailable", "envd unreachable: " .. tostring(err.message), { stall_ms = err.stall_ms })
@@ -94,6 +110,11 @@ M.answer_error = answer_error
 ---                                 (default 30000; 0 = never)
 ---@field http table|nil            a dsh.http client to share (default: one of its own)
 ---@field headers table|nil         extra headers on every request (e.g. E2B's routing headers)
+---@field label string|nil          what errors call the daemon (e.g. "sandbox <id>"; default its address)
+---@field slow_ms number|nil       a call that should answer at once and has not after this long
+---                                 gets the daemon probed (default 100)
+---@field probe_timeout_ms number|nil  a health probe unanswered this long finds the daemon
+---                                 unresponsive (default 1500; 0: no probes, deadlines only)
 
 --- A client for one sandbox daemon.
 ---@param opts dsh.EnvdOpts
@@ -107,6 +128,14 @@ function M.client(opts)
   errors.check("dsh.envd", "client: headers", opts.headers, "table", true)
   errors.check("dsh.envd", "client: keepalive_s", opts.keepalive_s, "number", true)
   errors.check("dsh.envd", "client: files_stall_timeout_ms", opts.files_stall_timeout_ms, "number", true)
+  errors.check("dsh.envd", "client: label", opts.label, "string", true)
+  for _, k in ipairs { "slow_ms", "probe_timeout_ms" } do
+    local v = opts[k]
+    errors.check("dsh.envd", "client: " .. k, v, "number", true)
+    if v and (v < 0 or v ~= math.floor(v)) then
+      errors.misuse("dsh.envd", "client: %s must be a whole number of milliseconds >= 0, got %s", k, tostring(v))
+    end
+  end
   if opts.keepalive_s and (opts.keepalive_s < 1 or opts.keepalive_s ~= math.floor(opts.keepalive_s)) then
     errors.misuse("dsh.envd", "client: keepalive_s must be a whole number of seconds >= 1, got %s",
       tostring(opts.keepalive_s))
@@ -116,6 +145,9 @@ function M.client(opts)
     url = url:gsub("/+$", ""),
     unix_socket = opts.unix_socket,
     user = opts.user,
+    label = opts.label,
+    slow_ms = opts.slow_ms or M.SLOW_MS,
+    probe_timeout_ms = opts.probe_timeout_ms or M.PROBE_TIMEOUT_MS,
     request_timeout_ms = opts.request_timeout_ms or M.DEFAULT_TIMEOUT_MS,
     keepalive_s = opts.keepalive_s or M.KEEPALIVE_S,
     files_stall_timeout_ms = opts.files_stall_timeout_ms or M.FILES_STALL_TIMEOUT_MS,
@@ -124,13 +156,35 @@ function M.client(opts)
     _http = opts.http or http.client(),
     _own_http = opts.http == nil,
   }, Client)
+  c._watch = watch.new(c)
   return c
 end
 
 function Client:close()
   if self._closed then return end
   self._closed = true
+  self._watch:stop()
   if self._own_http then self._http:close() end
+end
+
+--- What errors call the daemon: the label, else its address.
+function Client:_label()
+  if self.label then return self.label end
+  return "envd at " .. (self.unix_socket and ("unix socket " .. self.unix_socket) or self.url)
+end
+
+--- End every call in flight with err now, and every later call at once (for
+-- a sandbox that is being ended from outside; the client stays open).
+---@param err dsh.Error
+function Client:abandon(err)
+  errors.check("dsh.envd", "abandon: err", err, "table")
+  self._watch:abandon(err)
+end
+
+--- nil while the daemon answers; {why=, at=} once it was found
+-- unresponsive (at: dsh.loop ms), until a probe or health check is answered.
+function Client:unresponsive()
+  return self._watch:unresponsive()
 end
 
 -- Misuse (a call after sb:kill() or close()), reported at the caller's line.
@@ -169,9 +223,17 @@ end
 -- Returns the decoded response object or nil, err.
 function Client:call(path, msg, opts)
   self:_check_open("call")
-  local res, err = self._http:fetch(self:_request_opts("POST", path, "application/json",
-    json.encode(msg or {}), opts))
+  local what = "POST " .. path
+  local w = self._watch
+  local ok, aerr = w:admit(what)
+  if not ok then return nil, aerr end
+  local ro = self:_request_opts("POST", path, "application/json", json.encode(msg or {}), opts)
+  local c = w:open(ro, "prompt", what)
+  local pok, res, err = pcall(self._http.fetch, self._http, ro)
+  w:close(c)
+  if not pok then error(res, 0) end
   if not res then return nil, transport_error(err) end
+  w.moved = w.moved + #res.body
   if res.status ~= 200 then return nil, answer_error(res.status, res.body, true) end
   local decoded = json.decode(res.body)
   if type(decoded) ~= "table" then
@@ -191,6 +253,10 @@ end
 function Client:stream(path, msg, opts)
   self:_check_open("stream")
   opts = opts or {}
+  local what = "POST " .. path
+  local w = self._watch
+  local ok, aerr = w:admit(what)
+  if not ok then return nil, aerr end
   local reader = envd_events.reader(opts.max_message_bytes or M.MAX_MESSAGE_BYTES)
   local ro = self:_request_opts("POST", path, "application/connect+json",
     envelope.encode(0, json.encode(msg or {})), opts)
@@ -202,35 +268,53 @@ function Client:stream(path, msg, opts)
   ro.headers["Keepalive-Ping-Interval"] = tostring(keepalive_s)
   ro.stall_timeout_ms = opts.stall_timeout_ms or M.STALL_KEEPALIVES * keepalive_s * 1000
   ro.max_buffer_bytes = opts.max_buffer_bytes
-  local res, err = self._http:request(ro)
-  if not res then
+  local c = w:open(ro, "prompt", what, opts.timeout_ms)
+  local pok, res, err = pcall(self._http.request, self._http, ro)
+  if not pok or not res then
+    w:close(c)
     reader:close()
+    if not pok then error(res, 0) end
     return nil, transport_error(err)
   end
   if res.status ~= 200 then
     reader:close()
-    local body = res:body()
+    local body, berr = res:body()
     res:close()
+    w:close(c)
+    if not body then return nil, transport_error(berr) end
     return nil, answer_error(res.status, body, true)
   end
   local ctype = (res.headers["content-type"] or ""):lower()
   if not ctype:find("application/connect+json", 1, true) then
     reader:close()
     res:close()
+    w:close(c)
     return nil, errors.new("internal", "envd answered a stream with content type " .. ctype)
   end
-  return stream.open(path, res, reader)
+  return stream.open(path, res, reader, w, c)
 end
 
 -- /health ---------------------------------------------------------------------
 
+-- GET /health within timeout_ms, on no call's behalf: the answer, or
+-- nil and dsh.http's error (the watch reads HTTP_TIMEOUT as "no answer").
+function Client:_probe(timeout_ms, signal)
+  local ro = self:_request_opts("GET", "/health", nil, nil, { signal = signal })
+  ro.timeout_ms = timeout_ms
+  return self._http:fetch(ro)
+end
+
 --- GET /health: {ok=true, version=<dshd version or nil>, extensions={name=true}}.
--- A stock envd answers without extensions.
+-- A stock envd answers without extensions. opts.timeout_ms: 5000 by
+-- default. Asked even while the daemon is found unresponsive: an answer
+-- ends that state, no answer in time begins it.
 function Client:health(opts)
   self:_check_open("health")
-  local ro = self:_request_opts("GET", "/health", nil, nil, opts)
-  ro.timeout_ms = opts and opts.timeout_ms or 5000
-  local res, err = self._http:fetch(ro)
+  local timeout = opts and opts.timeout_ms or M.HEALTH_TIMEOUT_MS
+  local w = self._watch
+  local started, moved0 = loop.now_ms(), w.moved
+  local res, err = self:_probe(timeout, opts and opts.signal)
+  w:result(started, moved0, res ~= nil, err, timeout)
   if not res then return nil, transport_error(err) end
   if res.status < 200 or res.status > 299 then return nil, answer_error(res.status, res.body) end
   local ext = {}
@@ -241,10 +325,19 @@ function Client:health(opts)
 end
 
 --- The extensions of the daemon (asks /health once). Empty for stock envd.
+-- Asked on a call's behalf: it fails at once while the daemon is found
+-- unresponsive, and waits for an answer no longer than a probe does.
 function Client:extensions()
   if not self._health then
-    local info, err = self:health()
-    if not info then return nil, err end
+    local w = self._watch
+    local ok, aerr = w:admit("GET /health")
+    if not ok then return nil, aerr end
+    local timeout = self.probe_timeout_ms > 0 and self.probe_timeout_ms or M.HEALTH_TIMEOUT_MS
+    local info, err = self:health { timeout_ms = timeout }
+    if not info then
+      if w:unresponsive() then return nil, w:unanswered("GET /health") end
+      return nil, err
+    end
   end
   return self._health.extensions
 end
@@ -259,9 +352,15 @@ end
 -- defaultUser, defaultWorkdir. dshd requires the access token for it.
 function Client:init(body, opts)
   self:_check_open("init")
+  local w = self._watch
+  local ok, aerr = w:admit("POST /init")
+  if not ok then return nil, aerr end
   local ro = self:_request_opts("POST", "/init", "application/json", json.encode(body or {}), opts)
   ro.headers["Authorization"] = nil
-  local res, err = self._http:fetch(ro)
+  local c = w:open(ro, "prompt", "POST /init")
+  local pok, res, err = pcall(self._http.fetch, self._http, ro)
+  w:close(c)
+  if not pok then error(res, 0) end
   if not res then return nil, transport_error(err) end
   if res.status < 200 or res.status > 299 then return nil, answer_error(res.status, res.body) end
   return true

@@ -186,6 +186,13 @@ function Process:wait()
   }
 end
 
+--- The caller waits for the process to end within within_ms (it was asked
+-- to stop): past that, and the envd grace, the stream ends with
+-- SANDBOX_UNRESPONSIVE (see dsh.envd._stream's expect_end).
+function Process:expect_end(within_ms)
+  self._stream:expect_end(within_ms)
+end
+
 --- Disconnect (the process keeps running on the daemon).
 function Process:close()
   if self._closed then return end
@@ -231,6 +238,11 @@ function GroupWatch:next()
   local msg, err = self._stream:next()
   if not msg then return nil, err end
   return { leader_exited = msg.leaderExited == true, quiescent = msg.quiescent == true }
+end
+
+--- The caller waits for the group to empty within within_ms (see Process:expect_end).
+function GroupWatch:expect_end(within_ms)
+  self._stream:expect_end(within_ms)
 end
 
 function GroupWatch:close()

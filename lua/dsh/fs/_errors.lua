@@ -26,9 +26,9 @@ M.BACKEND_CODES = {
 }
 
 --- Codes of the world below the backend that reach the caller unchanged
--- (with the seam's message): the sandbox is gone for good, or the service
--- that owns it was disposed. Retrying cannot help, so they are not I/O errors.
-M.PASSED_CODES = { SANDBOX_GONE = true, DISPOSED = true }
+-- (with the seam's message): the sandbox is gone for good, does not answer
+-- in time, or the service that owns it was disposed. They are not I/O errors.
+M.PASSED_CODES = { SANDBOX_GONE = true, SANDBOX_UNRESPONSIVE = true, DISPOSED = true }
 
 function M.new(code, msg, fields)
   return errors.new(code, msg, fields)

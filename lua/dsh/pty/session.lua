@@ -518,6 +518,17 @@ function Session:waitFor(o)
   end
 end
 
+--- Give up on a session whose close failed for good (its service was
+--- disposed): the host's timers go; its terminal is left to whoever ends
+--- the sandbox (ctx.e2b's disposition). Idempotent; a close may still follow.
+function Session:release()
+  if self._closed or self._released then return end
+  self._released = true
+  self._batch_armed = true -- output that still arrives is never batched again
+  self._timer:close()
+  self._batch:close()
+end
+
 --- Close the session: hang up, TERM every process group of the terminal's
 --- session, KILL what is left after disposeGraceMs, and return once nothing
 --- is left. Idempotent while in flight; a failure (code PTY_CLEANUP, naming
@@ -539,6 +550,7 @@ function Session:close(reason)
   end
   self._ended:await()
   if self._op then self:_settle(self._op, "session_exit") end
+  self._released = true
   self._timer:close()
   self:_screen_flush()
   self._batch:close()

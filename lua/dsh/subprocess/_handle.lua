@@ -51,13 +51,17 @@ local function rollback(prefix, bp, err)
   return rollback_error(prefix, err, qerr or errors.new("SUBPROCESS_ROLLBACK", "group still alive"))
 end
 
+-- Failures a retry cannot mend: the daemon is lost, or does not answer.
+local FINAL = { SUBPROCESS_LOST = true, SANDBOX_UNRESPONSIVE = true }
+
 --- Call wait() (up to RELEASE_ATTEMPTS times, backing off) until it reports
--- the group gone: true, or nil and the last error. A lost daemon is not retried.
+-- the group gone: true, or nil and the last error. A lost or unresponsive
+-- daemon is not retried.
 function M.until_gone(wait)
   local ok, err
   for attempt = 1, RELEASE_ATTEMPTS do
     ok, err = wait()
-    if ok or (err and err.code == "SUBPROCESS_LOST") then break end
+    if ok or (err and FINAL[err.code]) then break end
     if attempt < RELEASE_ATTEMPTS then async.sleep(100 * attempt) end
   end
   return ok, err
