@@ -285,7 +285,6 @@ function M.setup(scope, cfg)
   -- created sandbox whose setup failed, or whose context's start failed
   -- (why == "rollback": the start undoes all it made, whatever onDispose says;
   -- a reconnected sandbox is only let go).
-  local setup_done = false
   scope:on_dispose(function(why)
     service._disposing = true
     if deadline then
