@@ -27,7 +27,7 @@ end
 
 -- Wait (eventually) for the file the command touches in the sandbox's /tmp.
 local function started(id, name)
-  assert(helpers.eventually(function() return sys.exists(state.dir(id) .. "/tmp/" .. name) end),
+  assert(helpers.eventually(function() return sys.exists(D.inside(id, "/tmp/" .. name)) end),
     name .. " never started")
 end
 
@@ -162,7 +162,7 @@ describe("dispose past its deadline (disposeTimeoutMs)", function()
         .. "started there")
       assert.equal("paused", sandbox.status(id).state)
       assert.same({}, F.host_processes(id))
-      assert.is_true(sys.exists(state.dir(id) .. "/tmp/ignoring"))
+      assert.is_truthy(D.stored(id, "/tmp/ignoring")) -- paused: its files stay
       assert(sandbox.kill(id))
       F.assert_nothing_left(id)
     end)

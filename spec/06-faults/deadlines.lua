@@ -189,7 +189,7 @@ end
 -- subprocess, bash, pty, lsp and code runtime. w: from prepare().
 function M.each_provider(ctx, fault, w)
   local id = ctx.e2b:sandboxId()
-  local tmp = state.dir(id) .. "/tmp"
+  local tmp = D.inside(id, "/tmp") -- the sandbox's files may live in its disk image
 
   -- fs: no deadline of its own; then at once for every later call, with the same code
   fault.stop()
@@ -299,7 +299,7 @@ function M.dispose(ctx, fault)
     end
   end
   assert(report, "dispose did not report the kill: " .. tostring(err))
-  assert.matches("^sandbox " .. id .. " ", report.message)
+  assert.matches("^sandbox " .. id .. "[ :]", report.message)
   assert.matches("; it was killed through its supervisor, which ended what the context had started there$",
     report.message)
   fault.close() -- the proxy names the sandbox's socket on its command line

@@ -220,6 +220,8 @@ local function main(id)
     watchers[#watchers + 1] = loop.on_signal(sig, function()
       stopping = true
       p:signal("SIGKILL", true)
+      -- a frozen sandbox (stopped from outside) dies only once thawed
+      limits.freeze(groups, false)
     end)
   end
   local net, serr = start(id, meta, p, rt, function() return stopping end)
