@@ -18,7 +18,6 @@ local T = require "06-faults.deadlines"
 local helpers = require "helpers"
 local loop = require "dsh.loop"
 local sandbox = require "dsh.sandbox"
-local state = require "dsh.sandbox.state"
 local sys = require "dsh.sysutil"
 
 local function freezer_host()
