@@ -14,7 +14,6 @@ local errors = require "dsh.errors"
 local helpers = require "helpers"
 local loop = require "dsh.loop"
 
-local PROBE_MS = envd.PROBE_TIMEOUT_MS -- exact: this spec is about the mechanism, not the load
 local PROBED = "is unresponsive: its daemon did not answer a health check within " .. envd.PROBE_TIMEOUT_MS .. " ms"
 
 local function lines(n)
@@ -26,26 +25,11 @@ end
 describe("the envd client's own deadlines", function()
   local S = D.use_sandbox()
 
-  it("gives a probe more time on a loaded host, unless its time was given", function()
-    helpers.run(function()
-      local watch = require "dsh.envd._watch"
-      local scaled, exact = S:client(), S:client { probe_timeout_ms = 1500 }
-      local lo = watch.load_factor()
-      local ms = scaled._watch:probe_ms(1500)
-      local hi = watch.load_factor()
-      assert.is_true(ms >= math.floor(1500 * math.min(lo, hi)) and ms <= math.floor(1500 * math.max(lo, hi)))
-      assert.is_true(lo >= 1 and lo <= watch.LOAD_FACTOR_MAX)
-      assert.equal(1500, exact._watch:probe_ms(1500))
-      scaled:close()
-      exact:close()
-    end)
-  end)
-
   it("a silent path: the call ends once a probe goes unanswered, later ones at once, until a probe is answered",
     function()
       helpers.run(function()
         local px = F.proxy(S.unix_socket)
-        local c = S:client { unix_socket = px.path, label = "sandbox under test", probe_timeout_ms = PROBE_MS }
+        local c = S:client { unix_socket = px.path, label = "sandbox under test" }
         assert(c:stat("/home/user"))
         px.set("stall")
         local t0 = loop.now_ms()
@@ -95,7 +79,7 @@ describe("the envd client's own deadlines", function()
   it("a standing stream rides out a stall that ends the calls waiting for an answer", function()
     helpers.run(function()
       local px = F.proxy(S.unix_socket)
-      local c = S:client { unix_socket = px.path, probe_timeout_ms = envd.PROBE_TIMEOUT_MS }
+      local c = S:client { unix_socket = px.path }
       local p = assert(c:start { cmd = "/bin/bash",
         args = { "-c", "for i in $(seq 1 20); do echo $i; sleep 0.05; done" } })
       px.set("stall")
@@ -122,7 +106,7 @@ describe("the envd client's own deadlines", function()
   it("a stream with a deadline ends by it and the grace while bytes keep coming a byte a second", function()
     helpers.run(function()
       local px = F.proxy(S.unix_socket)
-      local c = S:client { unix_socket = px.path, label = "sandbox under test", probe_timeout_ms = PROBE_MS }
+      local c = S:client { unix_socket = px.path, label = "sandbox under test" }
       local t0 = loop.now_ms()
       local p = assert(c:start { cmd = "/bin/bash", args = { "-c", "while :; do echo tick; sleep 0.2; done" },
         timeout_ms = 1000 })
@@ -144,7 +128,7 @@ describe("the envd client's own deadlines", function()
   it("a /files download that trickles a byte a second ends once a probe goes unanswered", function()
     helpers.run(function()
       local px = F.proxy(S.unix_socket)
-      local c = S:client { unix_socket = px.path, label = "sandbox under test", probe_timeout_ms = PROBE_MS }
+      local c = S:client { unix_socket = px.path, label = "sandbox under test" }
       assert(c:write_file("/home/user/trickled.txt", string.rep("z", 4096)))
       px.set("trickle 1 1000")
       local t0 = loop.now_ms()

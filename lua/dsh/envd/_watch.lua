@@ -29,12 +29,8 @@
 -- threaded daemon pouring out 50 streams may answer a probe late). A probe
 -- waits its turn behind the client's own calls: it gets QUEUED_MS more for
 -- each call but one that waits for an answer (50 starts at once are 50
--- spawns before dshd reads the probe), and its time scales with this
--- host's load (a host whose run queue holds several times its CPUs gives a
--- daemon on it less: LOAD_FACTOR_MAX times the time at most, so a frozen
--- sandbox is still found within seconds). abandon(err) ends every call,
--- standing ones too, and every later one with err, for good (a sandbox
--- being ended from outside).
+-- spawns before dshd reads the probe). abandon(err) ends every call, standing ones too, and
+-- every later one with err, for good (a sandbox being ended from outside).
 local async = require "dsh.async"
 local errors = require "dsh.errors"
 local loop = require "dsh.loop"
@@ -49,31 +45,6 @@ M.DEADLINE_GRACE_MS = 1000
 M.TICK_MS = 50
 M.BUSY_BYTES = 4096
 M.QUEUED_MS = 100
-M.LOAD_FACTOR_MAX = 6
-
-local function read(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read(4096)
-  f:close()
-  return s
-end
-
-local cpus
---- How much slower than an idle host this one runs now: its 1-minute load
--- over its CPUs, from 1 to LOAD_FACTOR_MAX.
-function M.load_factor()
-  if not cpus then
-    cpus = 0
-    for part in (read("/sys/devices/system/cpu/online") or "0"):gmatch("[^,%s]+") do
-      local a, b = part:match("^(%d+)%-(%d+)$")
-      cpus = cpus + (a and (tonumber(b) - tonumber(a) + 1) or 1)
-    end
-    cpus = math.max(1, cpus)
-  end
-  local load = tonumber((read("/proc/loadavg") or ""):match("^(%S+)")) or 0
-  return math.max(1, math.min(M.LOAD_FACTOR_MAX, load / cpus))
-end
 
 ---@class dsh.envd.Watch
 local Watch = {}
@@ -220,13 +191,6 @@ function Watch:result(started, moved0, ok, err, timeout_ms)
   end
 end
 
---- A probe's time: ms, times the host's load when the client's probe time is
--- the default one (client.probe_scaled).
-function Watch:probe_ms(ms)
-  if not self._client.probe_scaled then return ms end
-  return math.floor(ms * M.load_factor())
-end
-
 -- Start a probe (one at a time); returns the future it settles.
 function Watch:_probe()
   if self._probing then return self._probing end
@@ -237,7 +201,7 @@ function Watch:_probe()
     for c in pairs(self._calls) do
       if c.mode ~= "standing" then waiting = waiting + 1 end
     end
-    local timeout = self:probe_ms(self._client.probe_timeout_ms + M.QUEUED_MS * math.max(0, waiting - 1))
+    local timeout = self._client.probe_timeout_ms + M.QUEUED_MS * math.max(0, waiting - 1)
     local started, moved0 = loop.now_ms(), self.moved
     local ok, res, err = pcall(self._client._probe, self._client, timeout)
     self._probing = nil

@@ -114,9 +114,7 @@ M.answer_error = answer_error
 ---@field slow_ms number|nil       a call that should answer at once and has not after this long
 ---                                 gets the daemon probed (default 100)
 ---@field probe_timeout_ms number|nil  a health probe unanswered this long finds the daemon
----                                 unresponsive (default 1500, times this host's load over its
----                                 CPUs, at most 6 times: a busy host is not a frozen sandbox;
----                                 given here, it is exact; 0: no probes, deadlines only)
+---                                 unresponsive (default 1500; 0: no probes, deadlines only)
 
 --- A client for one sandbox daemon.
 ---@param opts dsh.EnvdOpts
@@ -150,7 +148,6 @@ function M.client(opts)
     label = opts.label,
     slow_ms = opts.slow_ms or M.SLOW_MS,
     probe_timeout_ms = opts.probe_timeout_ms or M.PROBE_TIMEOUT_MS,
-    probe_scaled = opts.probe_timeout_ms == nil,
     request_timeout_ms = opts.request_timeout_ms or M.DEFAULT_TIMEOUT_MS,
     keepalive_s = opts.keepalive_s or M.KEEPALIVE_S,
     files_stall_timeout_ms = opts.files_stall_timeout_ms or M.FILES_STALL_TIMEOUT_MS,
@@ -335,7 +332,7 @@ function Client:extensions()
     local w = self._watch
     local ok, aerr = w:admit("GET /health")
     if not ok then return nil, aerr end
-    local timeout = self.probe_timeout_ms > 0 and self._watch:probe_ms(self.probe_timeout_ms) or M.HEALTH_TIMEOUT_MS
+    local timeout = self.probe_timeout_ms > 0 and self.probe_timeout_ms or M.HEALTH_TIMEOUT_MS
     local info, err = self:health { timeout_ms = timeout }
     if not info then
       if w:unresponsive() then return nil, w:unanswered("GET /health") end
