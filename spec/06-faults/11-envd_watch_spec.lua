@@ -76,6 +76,40 @@ describe("the envd client's own deadlines", function()
       end)
     end)
 
+  it("holds no unanswered probe against a daemon seen at work on this host, up to BUSY_PROBES in a row", function()
+    helpers.run(function()
+      local watch = require "dsh.envd._watch"
+      local px = F.proxy(S.unix_socket)
+      -- the daemon as the host would see it: at work (its CPU time grows), idle, or stopped
+      local function client(kind)
+        local seen, cpu = 0, 0
+        local c = S:client { unix_socket = px.path, probe_timeout_ms = 300, activity = function()
+          seen = seen + 1
+          if kind == "working" then cpu = cpu + 1 end
+          return { cpu = cpu, stopped = kind == "stopped" }
+        end }
+        return c, function() return seen end
+      end
+      local cases = {}
+      for _, kind in ipairs { "working", "idle", "stopped" } do
+        local c, seen = client(kind)
+        assert(c:stat("/home/user"))
+        cases[kind] = { c = c, seen = seen }
+      end
+      px.set("stall")
+      for kind, k in pairs(cases) do
+        local before = k.seen()
+        local r, err = k.c:stat("/home/user")
+        assert.same({ "SANDBOX_UNRESPONSIVE" }, { err.code, r }, kind)
+        -- two looks per probe: when it starts, and when it timed out
+        local probes = (k.seen() - before) / 2
+        assert.equal(kind == "working" and watch.BUSY_PROBES + 1 or 1, probes, kind)
+        k.c:close()
+      end
+      px.stop()
+    end)
+  end)
+
   it("a standing stream rides out a stall that ends the calls waiting for an answer", function()
     helpers.run(function()
       local px = F.proxy(S.unix_socket)

@@ -29,8 +29,13 @@
 -- threaded daemon pouring out 50 streams may answer a probe late). A probe
 -- waits its turn behind the client's own calls: it gets QUEUED_MS more for
 -- each call but one that waits for an answer (50 starts at once are 50
--- spawns before dshd reads the probe). abandon(err) ends every call, standing ones too, and
--- every later one with err, for good (a sandbox being ended from outside).
+-- spawns before dshd reads the probe). Where the client can see the daemon's
+-- process (client.activity: a local sandbox's dshd, on this host), a probe
+-- that timed out while the daemon ran and used CPU is not held against it
+-- either (a host so loaded that its own sandbox answers late), up to
+-- BUSY_PROBES times in a row; a stopped or frozen daemon is found at once.
+-- abandon(err) ends every call, standing ones too, and every later one
+-- with err, for good (a sandbox being ended from outside).
 local async = require "dsh.async"
 local errors = require "dsh.errors"
 local loop = require "dsh.loop"
@@ -45,6 +50,7 @@ M.DEADLINE_GRACE_MS = 1000
 M.TICK_MS = 50
 M.BUSY_BYTES = 4096
 M.QUEUED_MS = 100
+M.BUSY_PROBES = 5
 
 ---@class dsh.envd.Watch
 local Watch = {}
@@ -169,18 +175,31 @@ end
 
 -- Probes -----------------------------------------------------------------------------
 
---- Record what a health check started at started (when moved was moved0)
--- found: an answer clears the mark; no answer in time, while the daemon
--- delivered less than BUSY_BYTES meanwhile, sets it and gives up every call
--- that waits.
-function Watch:result(started, moved0, ok, err, timeout_ms)
+-- The daemon's process as the client sees it ({cpu=, stopped=}), or nil.
+function Watch:activity()
+  local fn = self._client.activity
+  if not fn then return nil end
+  local ok, act = pcall(fn)
+  return ok and type(act) == "table" and act or nil
+end
+
+--- Record what a health check started at started (when moved was moved0,
+-- and the daemon's activity act0) found: an answer clears the mark; no
+-- answer in time, while the daemon delivered less than BUSY_BYTES meanwhile
+-- and was not seen at work, sets it and gives up every call that waits.
+function Watch:result(started, moved0, ok, err, timeout_ms, act0)
   if self._stopped or self._forced then return end
   if ok or (err and self.moved - moved0 >= M.BUSY_BYTES) then
     self._ok_started = math.max(self._ok_started or started, started)
-    if ok then self._mark = nil end
+    if ok then self._mark, self._busy = nil, 0 end
     return
   end
   if not err or (err.code ~= "HTTP_TIMEOUT" and err.code ~= "HTTP_STALLED") then return end
+  local act = act0 and self:activity()
+  if act and not act.stopped and not act0.stopped and act.cpu > act0.cpu and (self._busy or 0) < M.BUSY_PROBES then
+    self._busy = (self._busy or 0) + 1 -- at work on this loaded host: probe again
+    return
+  end
   local why = string.format("is unresponsive: its daemon did not answer a health check within %d ms", timeout_ms)
   self._mark = { at = loop.now_ms(), why = why }
   for c in pairs(self._calls) do
@@ -202,10 +221,10 @@ function Watch:_probe()
       if c.mode ~= "standing" then waiting = waiting + 1 end
     end
     local timeout = self._client.probe_timeout_ms + M.QUEUED_MS * math.max(0, waiting - 1)
-    local started, moved0 = loop.now_ms(), self.moved
+    local started, moved0, act0 = loop.now_ms(), self.moved, self:activity()
     local ok, res, err = pcall(self._client._probe, self._client, timeout)
     self._probing = nil
-    if ok then self:result(started, moved0, res, err, timeout) end
+    if ok then self:result(started, moved0, res, err, timeout, act0) end
     f:resolve()
     if not ok and not self._stopped then error(res, 0) end -- a closed client's probe just ends
   end)

@@ -115,6 +115,10 @@ M.answer_error = answer_error
 ---                                 gets the daemon probed (default 100)
 ---@field probe_timeout_ms number|nil  a health probe unanswered this long finds the daemon
 ---                                 unresponsive (default 1500; 0: no probes, deadlines only)
+---@field activity (fun():{cpu:number, stopped:boolean}|nil)|nil  the daemon's process as this
+---                                 host sees it (CPU time used so far; stopped or frozen), where it
+---                                 can: a probe unanswered while the daemon worked is not held
+---                                 against it (dsh.sandbox gives its local sandboxes' dshd)
 
 --- A client for one sandbox daemon.
 ---@param opts dsh.EnvdOpts
@@ -129,6 +133,7 @@ function M.client(opts)
   errors.check("dsh.envd", "client: keepalive_s", opts.keepalive_s, "number", true)
   errors.check("dsh.envd", "client: files_stall_timeout_ms", opts.files_stall_timeout_ms, "number", true)
   errors.check("dsh.envd", "client: label", opts.label, "string", true)
+  errors.check("dsh.envd", "client: activity", opts.activity, "function", true)
   for _, k in ipairs { "slow_ms", "probe_timeout_ms" } do
     local v = opts[k]
     errors.check("dsh.envd", "client: " .. k, v, "number", true)
@@ -146,6 +151,7 @@ function M.client(opts)
     unix_socket = opts.unix_socket,
     user = opts.user,
     label = opts.label,
+    activity = opts.activity,
     slow_ms = opts.slow_ms or M.SLOW_MS,
     probe_timeout_ms = opts.probe_timeout_ms or M.PROBE_TIMEOUT_MS,
     request_timeout_ms = opts.request_timeout_ms or M.DEFAULT_TIMEOUT_MS,
@@ -312,9 +318,9 @@ function Client:health(opts)
   self:_check_open("health")
   local timeout = opts and opts.timeout_ms or M.HEALTH_TIMEOUT_MS
   local w = self._watch
-  local started, moved0 = loop.now_ms(), w.moved
+  local started, moved0, act0 = loop.now_ms(), w.moved, w:activity()
   local res, err = self:_probe(timeout, opts and opts.signal)
-  w:result(started, moved0, res ~= nil, err, timeout)
+  w:result(started, moved0, res ~= nil, err, timeout, act0)
   if not res then return nil, transport_error(err) end
   if res.status < 200 or res.status > 299 then return nil, answer_error(res.status, res.body) end
   local ext = {}

@@ -207,7 +207,8 @@ local function attach(id, meta)
   end
   local ready, err = wait_ready(id, M.READY_TIMEOUT_MS)
   if not ready then return nil, err end
-  local client = envd.client { unix_socket = state.socket(id), access_token = meta.token, user = "user" }
+  local client = envd.client { unix_socket = state.socket(id), access_token = meta.token, user = "user",
+    activity = function() return M.daemon_activity(id) end }
   local ok, herr = client:health()
   if not ok then
     client:close()
@@ -224,6 +225,29 @@ local function attach(id, meta)
     id = id, envd = client, network = meta.network ~= false, metadata = meta.metadata,
     timeout_ms = meta.timeout_ms, on_timeout = meta.on_timeout, limits = M.limits_of(meta),
   }, Sandbox)
+end
+
+-- The host pid of a running sandbox's dshd (its first process's child), or nil.
+local function dshd_pid(rt)
+  local init = rt and type(rt.init) == "string" and rt.init:match("^(%d+)")
+  local children = init and sys.read_file("/proc/" .. init .. "/task/" .. init .. "/children")
+  return children and tonumber(children:match("%d+")) or nil
+end
+
+--- What the host sees of a running sandbox's dshd: {cpu = clock ticks of
+-- CPU it used, stopped = it is stopped or frozen}, or nil (not running).
+-- The envd client asks it when a probe goes unanswered (dsh.envd._watch):
+-- a dshd at work on a loaded host is slow, not frozen. Only the host's own
+-- view (/proc, the freezer): nothing the sandbox writes.
+function M.daemon_activity(id)
+  local rt = state.read_runtime(id)
+  local pid = dshd_pid(rt)
+  local stat = pid and sys.read_file("/proc/" .. pid .. "/stat")
+  local fields = {}
+  for f in (stat and stat:match("^%d+ %b() (.*)$") or ""):gmatch("%S+") do fields[#fields + 1] = f end
+  if #fields < 13 then return nil end
+  local stopped = fields[1] == "T" or fields[1] == "t" or require("dsh.sandbox.cgroups").is_frozen(rt.cgroups)
+  return { cpu = tonumber(fields[12]) + tonumber(fields[13]), stopped = stopped }
 end
 
 --- The limits a sandbox runs with (nil: not enforced on this host), and how
