@@ -273,7 +273,8 @@ function M.setup(scope, cfg)
   local setup_done, deadline = false, nil
   -- dispose began: the sandbox has disposeTimeoutMs to let it finish
   scope.signal:on_abort(function()
-    if not setup_done then return end
+    -- nothing to time once its cleanup ran (a failed start rolled it back)
+    if not setup_done or service._disposing then return end
     deadline = loop.timer(function()
       deadline:close()
       deadline = nil
