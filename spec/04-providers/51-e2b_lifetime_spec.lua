@@ -202,7 +202,7 @@ describe("ctx.e2b's sandbox lifetime", function()
           assert.equal("SANDBOX_GONE", err.code)
           if B.cloud then
             assert.matches("^sandbox " .. id .. " is gone: E2B no longer knows it %(its timeout %(1000 ms, then kill%)"
-              .. " had passed since the last call through this context; last call at " .. ISO, err.message)
+              .. " had passed since this context last set it; last call at " .. ISO, err.message)
           else
             assert.matches("^sandbox " .. id .. " is gone: killed by its idle timeout %(1000 ms%) at " .. ISO .. "$",
               err.message)
