@@ -161,6 +161,10 @@ describe("ctx.bash", function()
             -- without a background part, nothing is left and no id is given
             r = assert(b:run { command = "echo plain" })
             assert.is_nil(r.background)
+            -- no job of the shell's own runs: an end that comes late (here a
+            -- detached process holds the output a moment) is waited for
+            r = assert(b:run { command = "( (sleep 0.2; echo held) & ); echo now" })
+            assert.same({ "now\nheld\n", nil }, { r.stdout.text, r.background })
             out(ctx, "rm -f bash-spec-bg.pid")
           end)
         end)
