@@ -161,6 +161,7 @@ describe("ctx.e2b's sandbox lifetime", function()
       it("returns SANDBOX_GONE from every call once the sandbox was killed, saying why and when", function()
         helpers.run(function()
           local ctx = compose(B.config {})
+          finally(function() ctx:dispose() end) -- also when the test fails
           local id = ctx.e2b:sandboxId()
           local fs, sub, bash, e2b = ctx.fs, ctx.subprocess, ctx.bash, ctx.e2b
           local envd = assert(e2b:getSandbox()).envd
@@ -195,6 +196,7 @@ describe("ctx.e2b's sandbox lifetime", function()
       it("says when its own timeout killed it", function()
         helpers.run(function()
           local ctx = compose(B.config { timeoutMs = 1000, onTimeout = "kill" })
+          finally(function() ctx:dispose() end) -- also when the test fails
           local id = ctx.e2b:sandboxId()
           assert.is_truthy(helpers.eventually(function() return B.state(id) == "gone" end, 10000, 100))
           local r, err = ctx.bash:run { command = "true" }
@@ -214,6 +216,7 @@ describe("ctx.e2b's sandbox lifetime", function()
       it("says DISPOSED after dispose: start, ctx.<key>, and every service held in a variable", function()
         helpers.run(function()
           local ctx = compose(B.config {})
+          finally(function() ctx:dispose() end) -- also when the test fails
           local fs, sub, bash, e2b = ctx.fs, ctx.subprocess, ctx.bash, ctx.e2b
           local envd = assert(e2b:getSandbox()).envd
           assert.is_true(ctx:dispose())

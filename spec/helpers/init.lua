@@ -133,13 +133,14 @@ function M.add_clean_check(check)
   return function() clean_checks[check] = nil end
 end
 
-local snapshot
+local snapshot, live_before = nil, {}
 function M.snapshot()
   require "dsh.async" -- the loop's own fds are not a leak
   collectgarbage()
   collectgarbage()
   collected_open, groups = {}, {}
   snapshot = M.fds()
+  live_before = loop.live()
 end
 
 --- True when a process group has members: signal 0 reaches the group, or
@@ -173,8 +174,12 @@ function M.assert_clean()
   -- sentinels are finalised a cycle after their objects)
   for _ = 1, 3 do async.step(0) end
   for _ = 1, 3 do collectgarbage() end
+  -- counted against the snapshot: what an earlier failed test left is its
+  -- failure, not every later test's
   local names = {}
-  for kind, n in pairs(loop.live()) do names[#names + 1] = kind .. "=" .. n end
+  for kind, n in pairs(loop.live()) do
+    if n > (live_before[kind] or 0) then names[#names + 1] = kind .. "=" .. (n - (live_before[kind] or 0)) end
+  end
   table.sort(names)
   if #names > 0 then fail("live dsh objects after the test: " .. table.concat(names, ", ")) end
   if #collected_open > 0 then
