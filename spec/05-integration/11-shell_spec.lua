@@ -2,7 +2,6 @@
 -- command in a pane of a given size; keys are typed with send-keys and the
 -- screen is read with capture-pane. Raw mode, resizing, detaching with
 -- Ctrl-], re-attaching with the scrollback replayed, and the exit status.
-local async = require "dsh.async"
 local helpers = require "helpers"
 local proc = require "dsh.proc"
 local sandbox = require "dsh.sandbox"
@@ -28,7 +27,7 @@ local function screen(target)
 end
 
 local function wait_screen(target, text)
-  return helpers.eventually(function() return screen(target):find(text, 1, true) end, 10000)
+  return helpers.eventually(function() return screen(target):find(text, 1, true) end, 30000, 20)
 end
 
 -- A pane running `dsh shell [flags] id`; its exit status goes to status_file.
@@ -62,16 +61,19 @@ describe("dsh shell", function()
         -- raw mode: the remote line editor echoes; Ctrl-C reaches the remote job
         tmux("send-keys", "-t", "one", "echo hello-$((6*7)); stty size", "Enter")
         assert.truthy(wait_screen("one", "hello-42\n30 100\n"), screen("one"))
-        tmux("send-keys", "-t", "one", "sleep 30", "Enter")
-        async.sleep(200)
+        -- the job says when it runs (a ^C before could reach the shell's fork with its handlers)
+        tmux("send-keys", "-t", "one", "sh -c 'echo job-$((6*7)); exec sleep 30'", "Enter")
+        assert.truthy(wait_screen("one", "job-42"), screen("one"))
         tmux("send-keys", "-t", "one", "C-c")
         tmux("send-keys", "-t", "one", "echo after=$?", "Enter")
         assert.truthy(wait_screen("one", "after=130"), screen("one"))
         -- SIGWINCH resizes the remote terminal
+        -- asked until the new size has crossed to the sandbox
         tmux("resize-window", "-t", "one", "-x", "120", "-y", "32")
-        async.sleep(200)
-        tmux("send-keys", "-t", "one", "stty size", "Enter")
-        assert.truthy(wait_screen("one", "32 120"), screen("one"))
+        assert.truthy(helpers.eventually(function()
+          tmux("send-keys", "-t", "one", "stty size", "Enter")
+          return helpers.eventually(function() return screen("one"):find("32 120", 1, true) end, 500, 20)
+        end, 30000), screen("one"))
         -- detach: the command ends with 0, the shell lives on
         tmux("send-keys", "-t", "one", "C-]")
         assert.truthy(helpers.eventually(function() return helpers.read_file(dir .. "/status1") end, 10000))

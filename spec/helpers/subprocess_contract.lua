@@ -378,7 +378,7 @@ return function(name, factory)
           -- fails once the payload has forked its child (so there is one to roll back)
           assert(helpers.eventually(function()
             local _, ps = env.sh("ps -eo args=")
-            return ps:find(marker, 1, true)
+            return ("\n" .. ps):find("\n" .. marker .. " 30", 1, true) -- the child, not the shell naming it
           end, 30000, 20), "the payload never started its child")
           return nil, errors.new("INJECTED", "injected publication failure")
         end
