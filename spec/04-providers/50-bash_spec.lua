@@ -120,8 +120,12 @@ describe("ctx.bash", function()
           local r = assert(b:run { command = "exec sleep 30", timeout = 200 })
           assert.same({ true, false }, { r.timedOut, r.aborted })
           local ctl = async.controller()
-          local run = async.run(function() return b:run { command = "echo go; exec sleep 30", signal = ctl.signal } end)
-          async.sleep(300)
+          local run = async.run(function()
+            return b:run { command = "echo go; exec -a dsh-bash-abort sleep 30", signal = ctl.signal }
+          end)
+          assert.is_truthy(helpers.eventually(function() -- once it runs
+            return out(ctx, "pgrep -f '^dsh-bash-abort' >/dev/null && echo yes || echo no") == "yes\n"
+          end, 30000, 20))
           ctl:abort("the user pressed stop")
           r = assert(run:await())
           assert.same({ false, true, "SIGTERM" }, { r.timedOut, r.aborted, r.signal })

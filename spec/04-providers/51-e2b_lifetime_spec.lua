@@ -137,7 +137,9 @@ describe("ctx.e2b's sandbox lifetime", function()
               stdio = { stdout = { maxBytes = 100 } } })
             local run = async.run(function() return ctx.bash:run { command = "exec sleep 101" } end)
             assert.is_truthy(helpers.eventually(function() return h.stdout:readFrom(0).text == "up\n" end))
-            async.sleep(200)
+            assert.is_truthy(helpers.eventually(function() -- the Bash command runs too
+              return assert(ctx.e2b:exec { "pgrep", "-f", "^sleep 101" }).exit_code == 0
+            end, 5000, 20))
             B.pause(id)
             local ok, err = h.done:await()
             assert.is_nil(ok)

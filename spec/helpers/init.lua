@@ -212,12 +212,23 @@ function M.assert_clean()
   if #failures > 0 then error(table.concat(failures, "\n"), 2) end
 end
 
+--- A spec's ceiling (the time after which a wait counts as a hang) is
+-- what a hang costs, never a guess of how long the thing takes: ceilings
+-- given to eventually and helpers.dshd.within are multiplied by this (4, or
+-- $DSH_SPEC_CEILING_SCALE), so that a loaded machine does not reach them.
+M.CEILING_SCALE = tonumber(os.getenv("DSH_SPEC_CEILING_SCALE") or "") or 4
+
+--- ms as a ceiling: scaled by CEILING_SCALE.
+function M.ceiling(ms)
+  return ms * M.CEILING_SCALE
+end
+
 --- Poll pred (every interval_ms, default 10) until it returns a truthy value
--- or timeout_ms (default 5000) pass; returns that value, or nil. Drives the
--- loop, inside a task or outside one.
+-- or the ceiling timeout_ms (default 5000, scaled: M.ceiling) passes; returns
+-- that value, or nil. Drives the loop, inside a task or outside one.
 function M.eventually(pred, timeout_ms, interval_ms)
   local async = require "dsh.async"
-  local deadline = loop.now_ms() + (timeout_ms or 5000)
+  local deadline = loop.now_ms() + M.ceiling(timeout_ms or 5000)
   while true do
     local v = pred()
     if v then return v end
