@@ -260,6 +260,31 @@ describe("subprocess-e2b", function()
     end)
   end)
 
+  it("on stock envd: a command that ended before its stdin was closed reports its exit", function()
+    with(function() return sandbox_env { protocol = "envd" } end, function(env)
+      local class = envd.Client
+      local close = class.close_stdin
+      -- a slow host: the wrapper has read its environment, and it and its command end first
+      class.close_stdin = function(c, pid, opts)
+        helpers.eventually(function()
+          for _, p in ipairs(assert(c:list())) do
+            if p.pid == pid then return false end
+          end
+          return true
+        end, 30000)
+        return close(c, pid, opts)
+      end
+      local ok, h = pcall(env.ctx.subprocess.spawn, env.ctx.subprocess, { argv = { "echo", "quick" },
+        stdio = { stdout = { maxBytes = 100 } } })
+      local res, err
+      if ok and h then res, err = h.done:await() end
+      class.close_stdin = close
+      assert(ok, h)
+      assert.same({ { exitCode = 0 }, "quick\n" }, { res or tostring(err), h.stdout:readFrom(0).text })
+      assert.is_true(h:waitForExit())
+    end)
+  end)
+
   it("uses the stock-envd wrapper on dshd when told to", function()
     with(function() return sandbox_env { protocol = "envd" } end, function(env)
       local h = assert(env.ctx.subprocess:spawn { argv = { "bash", "-c",
