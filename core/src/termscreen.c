@@ -145,13 +145,6 @@ static void track_margins(dsh_screen_t *s, const uint8_t *p, size_t n) {
   }
 }
 
-/* Jump scrolling: when a chunk holds more lines than the screen can show,
- * the lines that would scroll off at once need not be drawn. The chunk's
- * first line is fed (it completes whatever the last chunk left open); then,
- * if what follows up to the last rows + 1 lines is simple text that ends in
- * CR LF, it is skipped: the screen afterwards is the same, since those last
- * lines overwrite every row. The alternate screen, and a screen with a scroll
- * region, are always fed in full. */
 static size_t utf8_len(uint8_t lead) {
   return lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
 }
@@ -166,7 +159,15 @@ static size_t utf8_open_tail(const uint8_t *d, size_t n) {
   return 0;
 }
 
-/* libvterm 0.1 turns a character cut between two writes into U+FFFD when
+/* Jump scrolling: when a chunk holds more lines than the screen can show,
+ * the lines that would scroll off at once need not be drawn. The chunk's
+ * first line is fed (it completes whatever the last chunk left open); then,
+ * if what follows up to the last rows + 1 lines is simple text that ends in
+ * CR LF, it is skipped: the screen afterwards is the same, since those last
+ * lines overwrite every row. The alternate screen, and a screen with a scroll
+ * region, are always fed in full.
+ *
+ * libvterm 0.1 turns a character cut between two writes into U+FFFD when
  * the first write had text before the cut (output read in pieces cuts
  * anywhere), so a feed that ends inside a character keeps those bytes back
  * and the next one gives them with the rest of the character. */
