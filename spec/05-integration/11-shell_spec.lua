@@ -30,6 +30,15 @@ local function wait_screen(target, text)
   return helpers.eventually(function() return screen(target):find(text, 1, true) end, 30000, 20)
 end
 
+-- The status a pane's command wrote to file, once it is all there (the
+-- shell creates the file before echo writes to it).
+local function status_of(file)
+  return helpers.eventually(function()
+    local s = helpers.read_file(file)
+    return s and s:sub(-1) == "\n" and s
+  end, 10000)
+end
+
 -- A pane running `dsh shell [flags] id`; its exit status goes to status_file.
 local function pane(name, id, status_file, flags)
   local cmd = table.concat({
@@ -76,7 +85,7 @@ describe("dsh shell", function()
         end, 30000), screen("one"))
         -- detach: the command ends with 0, the shell lives on
         tmux("send-keys", "-t", "one", "C-]")
-        assert.truthy(helpers.eventually(function() return helpers.read_file(dir .. "/status1") end, 10000))
+        assert.truthy(status_of(dir .. "/status1"))
         assert.equal("0\n", helpers.read_file(dir .. "/status1"))
         assert.truthy(screen("one"):find("detached; the shell keeps running", 1, true))
         local c = assert(sandbox.connect(id))
@@ -91,7 +100,7 @@ describe("dsh shell", function()
         assert.truthy(wait_screen("two", "after=130"), screen("two"))
         assert.truthy(screen("two"):find("hello-42", 1, true))
         tmux("send-keys", "-t", "two", "exit 5", "Enter")
-        assert.truthy(helpers.eventually(function() return helpers.read_file(dir .. "/status2") end, 10000))
+        assert.truthy(status_of(dir .. "/status2"))
         assert.equal("5\n", helpers.read_file(dir .. "/status2"))
       end, debug.traceback)
       tmux("kill-server")
@@ -116,7 +125,7 @@ describe("dsh shell", function()
             "Enter")
           assert.truthy(wait_screen("q1", "asked-0"), screen("q1"))
           tmux("send-keys", "-t", "q1", "C-]")
-          assert.truthy(helpers.eventually(function() return helpers.read_file(dir .. "/status1") end, 10000))
+          assert.truthy(status_of(dir .. "/status1"))
           -- re-attach: the replay holds both queries again; tmux must not be made to answer them into the shell
           pane("q2", id, dir .. "/status2")
           assert.truthy(wait_screen("q2", "asked-0"), screen("q2"))
@@ -124,17 +133,17 @@ describe("dsh shell", function()
           assert.truthy(wait_screen("q2", "\nM=mark-42\n"), screen("q2"))
           assert.falsy(screen("q2"):find("not found", 1, true), screen("q2"))
           tmux("send-keys", "-t", "q2", "C-]")
-          assert.truthy(helpers.eventually(function() return helpers.read_file(dir .. "/status2") end, 10000))
+          assert.truthy(status_of(dir .. "/status2"))
           -- --cwd with a detached shell: refused, saying what to do
           pane("q3", id, dir .. "/status3", "--cwd /tmp")
-          assert.truthy(helpers.eventually(function() return helpers.read_file(dir .. "/status3") end, 10000))
+          assert.truthy(status_of(dir .. "/status3"))
           assert.equal("1\n", helpers.read_file(dir .. "/status3"))
           assert.truthy(wait_screen("q3", "--cwd applies to a new one only; add --new"), screen("q3"))
           -- with --new it starts a shell there
           pane("q4", id, dir .. "/status4", "--new --cwd /tmp")
           assert.truthy(wait_screen("q4", ":/tmp$"), screen("q4"))
           tmux("send-keys", "-t", "q4", "exit 3", "Enter")
-          assert.truthy(helpers.eventually(function() return helpers.read_file(dir .. "/status4") end, 10000))
+          assert.truthy(status_of(dir .. "/status4"))
           assert.equal("3\n", helpers.read_file(dir .. "/status4"))
         end, debug.traceback)
         tmux("kill-server")
