@@ -26,6 +26,8 @@ struct dsh_screen {
   int margins; /* a scroll region may be set (DECSTBM seen): no jump scrolling */
   uint64_t fed, changes;
   dsh_buf_t text, replies;
+  uint8_t carry[4]; /* a UTF-8 sequence the last feed ended inside, not given to libvterm yet */
+  size_t ncarry;
 };
 
 /* --- libvterm callbacks --------------------------------------------------------- */
@@ -143,16 +145,53 @@ static void track_margins(dsh_screen_t *s, const uint8_t *p, size_t n) {
   }
 }
 
+static size_t utf8_len(uint8_t lead) {
+  return lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+}
+
+/* How many bytes at the end of d[0..n) are a UTF-8 sequence still missing bytes. */
+static size_t utf8_open_tail(const uint8_t *d, size_t n) {
+  for (size_t k = 1; k <= 3 && k <= n; k++) {
+    uint8_t c = d[n - k];
+    if ((c & 0xC0) == 0x80) continue; /* a continuation byte: its lead is further back */
+    return c >= 0xC0 && utf8_len(c) > k ? k : 0;
+  }
+  return 0;
+}
+
 /* Jump scrolling: when a chunk holds more lines than the screen can show,
  * the lines that would scroll off at once need not be drawn. The chunk's
  * first line is fed (it completes whatever the last chunk left open); then,
  * if what follows up to the last rows + 1 lines is simple text that ends in
  * CR LF, it is skipped: the screen afterwards is the same, since those last
  * lines overwrite every row. The alternate screen, and a screen with a scroll
- * region, are always fed in full. */
+ * region, are always fed in full.
+ *
+ * libvterm 0.1 turns a character cut between two writes into U+FFFD when
+ * the first write had text before the cut (output read in pieces cuts
+ * anywhere), so a feed that ends inside a character keeps those bytes back
+ * and the next one gives them with the rest of the character. */
 int dsh_screen_feed(dsh_screen_t *s, const uint8_t *data, size_t n) {
   s->fed += n;
   if (!n) return DSH_OK;
+  if (s->ncarry) {
+    size_t len = utf8_len(s->carry[0]);
+    while (n && s->ncarry < len && (data[0] & 0xC0) == 0x80) {
+      s->carry[s->ncarry++] = data[0];
+      data++, n--;
+    }
+    if (s->ncarry < len && !n) return DSH_OK;                    /* still open */
+    vterm_input_write(s->vt, (const char *)s->carry, s->ncarry); /* complete, or invalid as it is */
+    s->ncarry = 0;
+    if (!n) return DSH_OK;
+  }
+  size_t open = utf8_open_tail(data, n);
+  if (open) {
+    memcpy(s->carry, data + n - open, open);
+    s->ncarry = open;
+    n -= open;
+    if (!n) return DSH_OK;
+  }
   track_margins(s, data, n);
   const uint8_t *first = s->altscreen || s->margins ? NULL : memchr(data, '\n', n);
   if (first) {

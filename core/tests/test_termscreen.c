@@ -171,7 +171,40 @@ static void test_jump_scroll(void) {
   }
 }
 
+/* Characters cut between feeds at every byte, after text and at the start. */
+static void test_cut_characters(void) {
+  static const char word[] =
+      "a\xc3\xa9\xe4\xbd\xa0\xf0\x9f\x99\x82"
+      "b";
+  size_t n = strlen(word);
+  for (size_t i = 0; i <= n; i++) {
+    for (size_t j = i; j <= n; j++) {
+      dsh_screen_t *s;
+      CHECK_EQ_INT(dsh_screen_new(2, 20, &s), DSH_OK);
+      feed(s, "x ");
+      CHECK_EQ_INT(dsh_screen_feed(s, (const uint8_t *)word, i), DSH_OK);
+      CHECK_EQ_INT(dsh_screen_feed(s, (const uint8_t *)word + i, j - i), DSH_OK);
+      CHECK_EQ_INT(dsh_screen_feed(s, (const uint8_t *)word + j, n - j), DSH_OK);
+      check_text(s,
+                 "x a\xc3\xa9\xe4\xbd\xa0\xf0\x9f\x99\x82"
+                 "b\n");
+      dsh_screen_free(s);
+    }
+  }
+  /* a sequence that a new character breaks is not kept back: what follows shows */
+  dsh_screen_t *s;
+  CHECK_EQ_INT(dsh_screen_new(2, 20, &s), DSH_OK);
+  feed(s, "a\xe4\xbd");
+  feed(s, "b");
+  const uint8_t *t;
+  size_t tn;
+  CHECK_EQ_INT(dsh_screen_text(s, &t, &tn), DSH_OK);
+  CHECK(tn >= 3 && t[0] == 'a' && t[tn - 2] == 'b' && t[tn - 1] == '\n');
+  dsh_screen_free(s);
+}
+
 int main(void) {
+  test_cut_characters();
   test_jump_scroll();
   { /* a scroll region, then many lines: fed in full */
     char in[4000];

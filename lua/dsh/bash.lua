@@ -17,7 +17,7 @@
 --   &`) still hold its output, run returns at once with the shell's exit
 --   status and those processes keep running as a background process of
 --   ctx.bash (result.background is its id). To see the shell's exit, the
---   command runs after `exec {fd}>&2; trap '<report $? on fd>' EXIT;`: the
+--   command runs after `exec {fd}>&2; trap '<report $? and jobs on fd>' EXIT;`: the
 --   shell has one more descriptor (10 or above), and a command that sets its
 --   own EXIT trap, or ends the shell with a signal, is waited for as before.
 -- start{command, workdir, env, stdin, signal}: in the background, without a
@@ -45,8 +45,13 @@ M.DEFAULT_MAX_OUTPUT_BYTES = 64000
 M.DEFAULT_MAX_SPILL_BYTES = 64 * 1024 * 1024
 M.DEFAULT_GRACE_MS = 3000
 -- After the shell exited: how long its output may take to end before the
--- processes still holding it are taken to run on in the background.
+-- processes still holding it are taken to run on in the background. When
+-- no job of the shell's own runs, only a process it detached (`(cmd &)`,
+-- `setsid -f`) can hold the output, and the rest is the end being reported
+-- late (a loaded machine): that is waited for much longer, so that a plain
+-- command is never taken for one that left something running.
 M.SETTLE_MS = 100
+M.DETACHED_SETTLE_MS = 3000
 M.MAX_ENDED = 64 -- ended background processes kept readable
 --- What every command gets (colour, pagers and terminal features garble a
 -- model's reading of output); the call's env overrides it.
@@ -152,25 +157,26 @@ local function aborted_before(signal)
   return errors.new("ABORTED", "aborted before spawn: " .. tostring(text), { reason = r })
 end
 
--- The shell's exit, reported on a descriptor of its own (see the header).
+-- The shell's exit, reported on a descriptor of its own (see the header),
+-- with " jobs" when background jobs of its own still ran.
 local function exit_report(nonce)
-  return "exec {__dsh_exit_fd}>&2; trap 'printf \"\\036dsh-exit " .. nonce
-    .. " %d\\036\" \"$?\" >&\"$__dsh_exit_fd\"' EXIT; "
+  return "exec {__dsh_exit_fd}>&2; trap '__dsh_status=$?; __dsh_jobs=$(jobs -pr); printf \"\\036dsh-exit "
+    .. nonce .. " %d%s\\036\" \"$__dsh_status\" \"${__dsh_jobs:+ jobs}\" >&\"$__dsh_exit_fd\"' EXIT; "
 end
 
 local function exit_pattern(nonce)
-  return "\30dsh%-exit " .. nonce .. " (%d+)\30"
+  return "\30dsh%-exit " .. nonce .. " (%d+)( ?j?o?b?s?)\30"
 end
 
--- Watch stderr for the exit report: on_exit(status, report_bytes) once.
+-- Watch stderr for the exit report: on_exit(status, report_bytes, jobs) once.
 local function watch_exit(collector, nonce, on_exit)
   local carry, pat = "", exit_pattern(nonce)
   collector:watch(function(s)
     local buf = carry .. s
-    local from, to, status = buf:find(pat)
+    local from, to, status, jobs = buf:find(pat)
     if from then
       collector:watch(nil)
-      on_exit(tonumber(status), to - from + 1)
+      on_exit(tonumber(status), to - from + 1, jobs == " jobs")
     else
       carry = buf:sub(-64)
     end
@@ -224,9 +230,9 @@ function Bash:run(o)
   local function poke()
     if not wake:done() then wake:resolve() end
   end
-  local shell_exit, hidden = nil, 0
-  watch_exit(h.stderr, nonce, function(status, n)
-    shell_exit, hidden = status, n
+  local shell_exit, hidden, jobs = nil, 0, false
+  watch_exit(h.stderr, nonce, function(status, n, j)
+    shell_exit, hidden, jobs = status, n, j
     poke()
   end)
   h.done:on_settle(poke)
@@ -249,7 +255,7 @@ function Bash:run(o)
     if shell_exit and not h.done:done() and not timed_out and not aborted then
       -- the shell is gone; its output ends soon unless something it left holds it
       local settle = loop.timer(poke)
-      settle:start(M.SETTLE_MS)
+      settle:start(jobs and M.SETTLE_MS or M.DETACHED_SETTLE_MS)
       wake:await()
       wake = async.future()
       settle:close()

@@ -126,12 +126,14 @@ local function envd_client(cfg, data)
   }, id
 end
 
-local function handle(cfg, client, data)
+-- asked_ms: when the call that set the sandbox's timeout (create, connect)
+-- was sent; its deadline is no earlier than that plus timeoutMs.
+local function handle(cfg, client, data, asked_ms)
   local c, id = envd_client(cfg, data)
   if not c then return nil, id end
   local now = loop.now_ms()
   return setmetatable({ id = id, envd = c, envdVersion = data.envdVersion, _cfg = cfg, _api = client,
-    _extended_at = now, _active_at = now, _holds = 0 }, Handle)
+    _extended_at = now, _deadline_from = asked_ms, _active_at = now, _holds = 0 }, Handle)
 end
 
 local function iso(ms_ago)
@@ -184,10 +186,11 @@ M.create_body = create_body
 
 function M.create(cfg)
   local client = api.new(cfg)
+  local asked = loop.now_ms()
   local res, err = client:call("create", "POST", "/sandboxes", create_body(cfg))
   if res and res.status ~= 201 then res, err = nil, api.error("create", res, { status = res.status }) end
   if not res then client:close() return nil, err end
-  local h, herr = handle(cfg, client, res.data)
+  local h, herr = handle(cfg, client, res.data, asked)
   if not h then
     -- an answer we cannot use may still have made a sandbox
     if type(res.data) == "table" and type(res.data.sandboxID) == "string" then
@@ -207,9 +210,10 @@ end
 
 function M.connect(cfg, id)
   local client = api.new(cfg)
+  local asked = loop.now_ms()
   local res, err = connect_call(client, cfg, id)
   if not res then client:close() return nil, err end
-  local h, herr = handle(cfg, client, res.data)
+  local h, herr = handle(cfg, client, res.data, asked)
   if not h then client:close() return nil, herr end
   local refusal = envd_refusal(h.envdVersion)
   if refusal then h:close() return nil, refusal end
@@ -268,6 +272,7 @@ function Handle:touch()
   self._extending = async.run(function()
     local ok, err = self:set_timeout(self._cfg.timeoutMs)
     if ok then
+      self._deadline_from = now
       self.timeout_error = nil
     else
       -- not extended: the next call asks again
@@ -298,10 +303,13 @@ end
 
 function Handle:_gone()
   -- the call that found it gone touched too: what counts is the one before
-  local quiet = loop.now_ms() - (self._before or self._active_at)
+  local now = loop.now_ms()
+  local quiet = now - (self._before or self._active_at)
   local why = "it was killed, or its timeout ended it"
-  if self._cfg.onTimeout == "kill" and quiet >= self._cfg.timeoutMs then
-    why = string.format("its timeout (%d ms, then kill) had passed since the last call through this context",
+  -- the deadline set last (by the call sent at _deadline_from) had passed:
+  -- how long the calls since took does not change that
+  if self._cfg.onTimeout == "kill" and now - self._deadline_from >= self._cfg.timeoutMs then
+    why = string.format("its timeout (%d ms, then kill) had passed since this context last set it",
       self._cfg.timeoutMs)
   end
   return errors.new("SANDBOX_GONE", string.format("sandbox %s is gone: E2B no longer knows it (%s; last call at %s,"
@@ -312,12 +320,13 @@ end
 -- sandbox): "resumed" (envd is a new client), "running", or nil, err
 -- (SANDBOX_GONE, or the API's failure).
 function Handle:recover()
+  local asked = loop.now_ms()
   local res, err = connect_call(self._api, self._cfg, self.id)
   if not res then
     if err.code == "not_found" then return nil, self:_gone() end
     return nil, err
   end
-  self._extended_at = loop.now_ms()
+  self._extended_at, self._deadline_from = loop.now_ms(), asked
   if res.status ~= 201 then return "running" end
   local c, cerr = envd_client(self._cfg, res.data)
   if not c then return nil, cerr end

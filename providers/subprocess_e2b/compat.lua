@@ -185,7 +185,12 @@ function M.start(backend, client, spec)
   local ok, serr = true, nil
   if not spec.pty then
     ok, serr = client:send_stdin(p.pid, M.env_block(spec.env))
-    if ok and spec.stdin == "ignore" then ok, serr = client:close_stdin(p.pid) end
+    if ok and spec.stdin == "ignore" then
+      ok, serr = client:close_stdin(p.pid)
+      -- with its environment read, the wrapper may have run the whole command
+      -- already: a process envd no longer knows has no stdin left to close
+      if not ok and serr.code == "not_found" then ok, serr = true, nil end
+    end
   end
   local pgid, perr = bp._published:await()
   if pgid and spec.pty then ok, serr = client:send_pty(p.pid, M.env_block(spec.env)) end

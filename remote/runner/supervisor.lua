@@ -277,9 +277,23 @@ end
 -- Processes ---------------------------------------------------------------------------
 
 local worker_pid
+local worker_exit, exit_seen_ms -- the worker's wait status, and when it was seen
 local status = ffi.new("int[1]")
+local mono = ffi.new("struct timespec")
+local function now_ms()
+  C.clock_gettime(1, mono) -- CLOCK_MONOTONIC
+  return tonumber(mono.tv_sec) * 1000 + tonumber(mono.tv_nsec) / 1e6
+end
+
+-- Reaps every child that ended (orphans that came to us too). The worker
+-- may be among them: its status is kept, or the loop would wait for an
+-- exit it can no longer learn.
 local function reap_any()
-  while C.waitpid(-1, status, WNOHANG) > 0 do end
+  while true do
+    local pid = C.waitpid(-1, status, WNOHANG)
+    if pid <= 0 then return end
+    if pid == worker_pid and not worker_exit then worker_exit, exit_seen_ms = status[0], now_ms() end
+  end
 end
 
 local function read_file(path)
@@ -547,12 +561,7 @@ C.fcntl(0, F_SETFL, ffi.new("int", O_NONBLOCK))
 C.fcntl(1, F_SETFL, ffi.new("int", O_NONBLOCK))
 local host_buf, msg_buf = {}, {}
 local host_len, msg_len = 0, 0
-local msg_eof, worker_exit, exit_seen_ms = false, nil, nil
-local mono = ffi.new("struct timespec")
-local function now_ms()
-  C.clock_gettime(1, mono) -- CLOCK_MONOTONIC
-  return tonumber(mono.tv_sec) * 1000 + tonumber(mono.tv_nsec) / 1e6
-end
+local msg_eof = false
 local cpu_clock, ts = ffi.new("int[1]"), ffi.new("struct timespec")
 local have_clock = false
 

@@ -286,11 +286,11 @@ describe("dsh.proc", function()
         local gpid = tonumber(read_until(p, "\n"))
         assert.equal(0, p:wait().exit_code)
         assert.is_false(p:quiescent())
-        local grace = 300
+        local grace = 2000
         local t0 = loop.now_ms()
         assert.is_true(p:terminate(grace))
         local probe = async.run(function()
-          async.sleep(grace / 2)
+          async.sleep(grace / 10) -- well inside the grace, however slow the machine
           return helpers.pid_alive(gpid), p:quiescent(), p:status().kill_sent
         end)
         assert.is_true(p:wait_quiescent())

@@ -322,8 +322,13 @@ describe("dsh.tools on a local sandbox", function()
       assert.is_nil(ctx.fs:stat("should-not-exist"))
       -- aborted while it runs: Bash reports it as a result
       local ctl2 = async.controller()
-      async.run(function() async.sleep(200) ctl2:abort("stop") end)
-      r = call("bash", { command = "sleep 30" }, { signal = ctl2.signal })
+      async.run(function() -- once the command runs
+        helpers.eventually(function()
+          return assert(ctx.e2b:exec { "pgrep", "-f", "^dsh-abort-me" }).exit_code == 0
+        end, 30000, 20)
+        ctl2:abort("stop")
+      end)
+      r = call("bash", { command = "bash -c 'exec -a dsh-abort-me sleep 30'" }, { signal = ctl2.signal })
       assert.matches("%[aborted%]", r.text)
       local okc, err = pcall(tools.call, ctx.fs, "read", "{}")
       assert.is_false(okc)

@@ -42,7 +42,11 @@ describe("dshd terminal sessions", function()
       local c = S:test_client()
       local p, out = shell(c)
       assert.equal(p.pid, assert(c:group_status(p.pid)).foreground_pgid) -- the shell, at its prompt
-      assert(c:send_pty(p.pid, "sleep 300\n"))
+      -- the job says when it runs (the sum is not in the echoed input): a
+      -- SIGINT sent earlier could reach the shell's fork before it reset the
+      -- shell's handlers, and be lost
+      assert(c:send_pty(p.pid, "sh -c 'echo job-$((6*7)); exec sleep 300'\n"))
+      out = read_until(p, "job-42", out)
       local fg = helpers.eventually(function()
         local g = assert(c:group_status(p.pid)).foreground_pgid
         return g ~= p.pid and g

@@ -566,8 +566,9 @@ describe("dsh-e2b", function()
               end
               streams[i] = p
             end
-            async.sleep(200)
-            assert.equal(3, E.established(port)) -- three streams held open through the router
+            -- three streams held open through the router
+            assert.is_truthy(helpers.eventually(function() return E.established(port) == 3 end, 30000),
+              "established: " .. E.established(port))
             for _, p in ipairs(streams) do p:close() end
             assert.is_truthy(helpers.eventually(function() return E.established(port) == 0 end, 3000),
               "the router kept upstream connections of clients that went away")

@@ -95,11 +95,10 @@ describe("fs-e2b", function()
           .. " (too many levels of symbolic links?)", rerr.message)
         -- the daemon kills it at the deadline; it may take a moment to be reaped
         local left
-        for _ = 1, 100 do
+        helpers.eventually(function()
           left = env.run("pgrep -x realpath || true")
-          if left == "" then break end
-          require("dsh.async").sleep(10)
-        end
+          return left == ""
+        end, 30000)
         assert.equal("", left)
       end)
       p.REALPATH_TIMEOUT_MS = saved

@@ -149,13 +149,7 @@ describe("subprocess-e2b", function()
       local h = assert(sub:spawn { argv = { "bash", "-c", "echo $$; cat" },
         env = { EXPLICIT = "value-on-the-wire-only" },
         stdio = { stdin = "pipe", stdout = { maxBytes = 100, spill = { maxBytes = 1000 } } } })
-      local function eventually(pred)
-        for _ = 1, 1000 do
-          if pred() then return true end
-          async.sleep(5)
-        end
-      end
-      assert.is_true(eventually(function() return h.stdout:readFrom(0).nextOffset > 0 end))
+      assert.is_truthy(helpers.eventually(function() return h.stdout:readFrom(0).nextOffset > 0 end, 30000, 5))
       assert.equal(h.pid .. "\n", h.stdout:readFrom(0).text)
       local code = env.sh("grep -rqs value-on-the-wire-only " .. env.ctx.e2b.runtimeRoot)
       assert.equal(1, code) -- no file holds the value (grep found nothing)
@@ -174,11 +168,10 @@ describe("subprocess-e2b", function()
         env = { EXPLICIT = "value-through-stdin" }, stdio = { stdout = { maxBytes = 10000,
           spill = { maxBytes = 100000 } } } })
       local seen
-      for _ = 1, 1000 do
+      helpers.eventually(function()
         seen = h.stdout:readFrom(0).text
-        if seen:find("\n_=") then break end
-        async.sleep(5)
-      end
+        return seen:find("\n_=")
+      end, 30000, 5)
       assert.is_truthy(("\n" .. seen):find("\nEXPLICIT=value-through-stdin\n", 1, true))
       local list = assert(env.client:list())
       local wrapper
@@ -264,6 +257,31 @@ describe("subprocess-e2b", function()
       local text, terr = require("dsh.tools.bash").run(env.ctx, { command = "true" })
       assert.is_nil(text)
       assert.equal("DISPOSED", terr.code)
+    end)
+  end)
+
+  it("on stock envd: a command that ended before its stdin was closed reports its exit", function()
+    with(function() return sandbox_env { protocol = "envd" } end, function(env)
+      local class = envd.Client
+      local close = class.close_stdin
+      -- a slow host: the wrapper has read its environment, and it and its command end first
+      class.close_stdin = function(c, pid, opts)
+        helpers.eventually(function()
+          for _, p in ipairs(assert(c:list())) do
+            if p.pid == pid then return false end
+          end
+          return true
+        end, 30000)
+        return close(c, pid, opts)
+      end
+      local ok, h = pcall(env.ctx.subprocess.spawn, env.ctx.subprocess, { argv = { "echo", "quick" },
+        stdio = { stdout = { maxBytes = 100 } } })
+      local res, err
+      if ok and h then res, err = h.done:await() end
+      class.close_stdin = close
+      assert(ok, h)
+      assert.same({ { exitCode = 0 }, "quick\n" }, { res or tostring(err), h.stdout:readFrom(0).text })
+      assert.is_true(h:waitForExit())
     end)
   end)
 

@@ -13,6 +13,7 @@ local loop = require "dsh.loop"
 local proc = require "dsh.proc"
 local pty = require "dsh.pty"
 local sandbox = require "dsh.sandbox"
+local sys = require "dsh.sysutil"
 local E = require "helpers.e2b"
 local e2b_provider = require "dsh.providers.e2b"
 
@@ -161,11 +162,26 @@ describe("pty-e2b", function()
       local s = assert(env.ctx.pty:spawn(owner, { type = "shell" }))
       local op = assert(env.ctx.pty:startSend(owner, s.id, { text = "sleep 0.2; head -c 3000000 /dev/zero | "
         .. "tr '\\0' x; echo; echo after-the-flood", submit = true }))
-      assert.is_truthy(helpers.eventually(function() return op._buf:text():find("head %-c 3000000") end, 5000))
+      assert.is_truthy(helpers.eventually(function() return op._buf:text():find("head %-c 3000000") end, 30000))
+      local id = assert(env.ctx.e2b:sandboxId())
       s._drv._t._bp._stream:close()
       -- the host stalls (no loop turn, so no reconnect) while the shell prints 3 MB
-      -- into dshd's 1 MiB replay ring; then the pump reconnects from its offset
-      ffi.C.usleep(1500000)
+      -- into dshd's 1 MiB replay ring, until the flood's writers are gone (read
+      -- from /proc, at most 60 s); then the pump reconnects from its offset
+      local function flooding() -- the command's sleep, head or tr still runs
+        for _, p in ipairs(E.local_pids(id)) do
+          local cmd = sys.read_file("/proc/" .. p .. "/cmdline") or ""
+          if cmd:find("^sleep%z0%.2%z") or cmd:find("^head%z%-c%z3000000") or cmd:find("^tr%z") then return true end
+        end
+        return false
+      end
+      local stall_until, seen = os.time() + 60, false
+      local now
+      repeat
+        ffi.C.usleep(20000)
+        now = flooding()
+        seen = seen or now
+      until (seen and not now) or os.time() > stall_until
       local r = assert(op:wait())
       assert.equal("stdin_read", r.waitReason)
       assert.is_true(s.lost > 1000000, tostring(s.lost))

@@ -69,11 +69,14 @@ describe("code-runtime-e2b within a sandbox's limits", function()
   before_each(helpers.snapshot)
   after_each(helpers.assert_clean)
 
+  -- Each run here ends in seconds; the wall clock (two minutes unless cfg
+  -- says) is only the ceiling that turns a hang into a failure.
   local function with_limited(cfg, fn)
     helpers.run(function()
       local sb = assert(sandbox.create { maxProcesses = 64, memoryMb = 256, network = false })
       local id = sb.id
       sb:close()
+      if cfg.maxWallMs == nil then cfg.maxWallMs = 120000 end
       helpers.with_context({ { E2B, { sandboxId = id } }, SUB, { provider, cfg } }, fn)
       assert.is_false(sandbox.exists(id))
     end)

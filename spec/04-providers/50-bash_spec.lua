@@ -120,8 +120,12 @@ describe("ctx.bash", function()
           local r = assert(b:run { command = "exec sleep 30", timeout = 200 })
           assert.same({ true, false }, { r.timedOut, r.aborted })
           local ctl = async.controller()
-          local run = async.run(function() return b:run { command = "echo go; exec sleep 30", signal = ctl.signal } end)
-          async.sleep(300)
+          local run = async.run(function()
+            return b:run { command = "echo go; exec -a dsh-bash-abort sleep 30", signal = ctl.signal }
+          end)
+          assert.is_truthy(helpers.eventually(function() -- once it runs
+            return out(ctx, "pgrep -f '^dsh-bash-abort' >/dev/null && echo yes || echo no") == "yes\n"
+          end, 30000, 20))
           ctl:abort("the user pressed stop")
           r = assert(run:await())
           assert.same({ false, true, "SIGTERM" }, { r.timedOut, r.aborted, r.signal })
@@ -161,6 +165,10 @@ describe("ctx.bash", function()
             -- without a background part, nothing is left and no id is given
             r = assert(b:run { command = "echo plain" })
             assert.is_nil(r.background)
+            -- no job of the shell's own runs: an end that comes late (here a
+            -- detached process holds the output a moment) is waited for
+            r = assert(b:run { command = "( (sleep 0.2; echo held) & ); echo now" })
+            assert.same({ "now\nheld\n", nil }, { r.stdout.text, r.background })
             out(ctx, "rm -f bash-spec-bg.pid")
           end)
         end)

@@ -137,7 +137,9 @@ describe("ctx.e2b's sandbox lifetime", function()
               stdio = { stdout = { maxBytes = 100 } } })
             local run = async.run(function() return ctx.bash:run { command = "exec sleep 101" } end)
             assert.is_truthy(helpers.eventually(function() return h.stdout:readFrom(0).text == "up\n" end))
-            async.sleep(200)
+            assert.is_truthy(helpers.eventually(function() -- the Bash command runs too
+              return assert(ctx.e2b:exec { "pgrep", "-f", "^sleep 101" }).exit_code == 0
+            end, 5000, 20))
             B.pause(id)
             local ok, err = h.done:await()
             assert.is_nil(ok)
@@ -161,6 +163,7 @@ describe("ctx.e2b's sandbox lifetime", function()
       it("returns SANDBOX_GONE from every call once the sandbox was killed, saying why and when", function()
         helpers.run(function()
           local ctx = compose(B.config {})
+          finally(function() ctx:dispose() end) -- also when the test fails
           local id = ctx.e2b:sandboxId()
           local fs, sub, bash, e2b = ctx.fs, ctx.subprocess, ctx.bash, ctx.e2b
           local envd = assert(e2b:getSandbox()).envd
@@ -195,6 +198,7 @@ describe("ctx.e2b's sandbox lifetime", function()
       it("says when its own timeout killed it", function()
         helpers.run(function()
           local ctx = compose(B.config { timeoutMs = 1000, onTimeout = "kill" })
+          finally(function() ctx:dispose() end) -- also when the test fails
           local id = ctx.e2b:sandboxId()
           assert.is_truthy(helpers.eventually(function() return B.state(id) == "gone" end, 10000, 100))
           local r, err = ctx.bash:run { command = "true" }
@@ -202,7 +206,7 @@ describe("ctx.e2b's sandbox lifetime", function()
           assert.equal("SANDBOX_GONE", err.code)
           if B.cloud then
             assert.matches("^sandbox " .. id .. " is gone: E2B no longer knows it %(its timeout %(1000 ms, then kill%)"
-              .. " had passed since the last call through this context; last call at " .. ISO, err.message)
+              .. " had passed since this context last set it; last call at " .. ISO, err.message)
           else
             assert.matches("^sandbox " .. id .. " is gone: killed by its idle timeout %(1000 ms%) at " .. ISO .. "$",
               err.message)
@@ -214,6 +218,7 @@ describe("ctx.e2b's sandbox lifetime", function()
       it("says DISPOSED after dispose: start, ctx.<key>, and every service held in a variable", function()
         helpers.run(function()
           local ctx = compose(B.config {})
+          finally(function() ctx:dispose() end) -- also when the test fails
           local fs, sub, bash, e2b = ctx.fs, ctx.subprocess, ctx.bash, ctx.e2b
           local envd = assert(e2b:getSandbox()).envd
           assert.is_true(ctx:dispose())

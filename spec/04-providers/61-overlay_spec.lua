@@ -137,6 +137,7 @@ describe("the overlay", function()
       local ctx = start { backend = "host", fs = { root = dir }, subprocess = { cwd = dir },
         lsp = { servers = CLANGD }, pty = { idleSilenceMs = 500, disposeGraceMs = 300 } }
       local run, job
+      local napping = 0 -- binding calls still running here
       local ok, err = xpcall(function()
         assert(ctx.bash:start { command = "exec -a dsh-host-bash-job sleep 312" })
         local s = assert(ctx.pty:spawn(AGENT, { type = "shell", cwd = dir }))
@@ -147,7 +148,12 @@ describe("the overlay", function()
           position = { line = 0, character = 12 }, workspaceRoot = dir })
         run = async.run(function()
           return ctx.codeRuntime:run { program = "while true do bridge.nap() end", bindings = { { global = "bridge",
-            functions = { nap = function() async.sleep(20) return true end } } } }
+            functions = { nap = function()
+              napping = napping + 1
+              async.sleep(20)
+              napping = napping - 1
+              return true
+            end } } } }
         end)
         assert.is_truthy(helpers.eventually(function()
           return #ours("dsh-host-bash-job") == 1 and helpers.pid_alive(job) and #ours("code-runtime-") > 0
@@ -158,7 +164,8 @@ describe("the overlay", function()
       assert(ctx:dispose())
       assert(ok, err)
       assert.same({ kind = "abort", message = "runtime disposed" }, run:await().error)
-      async.sleep(100) -- the binding (this test's host code) may be mid-nap when the run is aborted: let it end
+      -- the binding (this test's host code) may be mid-nap when the run is aborted: let it end
+      assert.is_truthy(helpers.eventually(function() return napping == 0 end))
       assert.is_false(helpers.pid_alive(job))
       table.remove(started, 1) -- this process
       assert.same({}, E.survivors(started, 0))

@@ -104,7 +104,10 @@ describe("the composition e2b + fs + subprocess + bash", function()
         step("4: a publication failure leaves no survivor", function()
           local sub = ctx.subprocess
           sub._after_start = function()
-            async.sleep(300) -- the payload has forked its background child by now
+            -- fails once the payload has forked its background child (so there is one to roll back)
+            assert(helpers.eventually(function()
+              return ("\n" .. ps(ctx)):find("\ndsh-publication-survivor 30", 1, true)
+            end, 30000, 20), "the payload never started its child")
             return nil, errors.new("INJECTED", "injected publication failure")
           end
           local h = assert(sub:spawn { argv = { "bash", "-c", "exec -a dsh-publication-survivor sleep 30 & wait" } })

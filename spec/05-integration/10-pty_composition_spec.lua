@@ -3,7 +3,6 @@
 -- sandbox. A file written through fs is what the terminal lists, a file
 -- written in the terminal is what fs reads, and commands started in the
 -- terminal are in the same sandbox as Bash's.
-local async = require "dsh.async"
 local D = require "helpers.dshd"
 local helpers = require "helpers"
 local pty = require "dsh.pty"
@@ -54,9 +53,12 @@ describe("terminals in the composition", function()
         local b = assert(ctx.bash:run { command = "cat from-pty.txt" })
         assert.equal("written-in-terminal\n", b.stdout.text)
 
-        -- 10: SIGINT to `sleep 30` 150 ms in; the shell stays
-        local op = assert(ctx.pty:startSend(agent, s.id, { text = "sleep 30", submit = true }))
-        async.sleep(150)
+        -- 10: SIGINT to `sleep 30` once it runs (pgrep sees its name); the shell stays
+        local op = assert(ctx.pty:startSend(agent, s.id, { text = "bash -c 'exec -a dsh-int-job sleep 30'",
+          submit = true }))
+        assert.truthy(helpers.eventually(function()
+          return assert(ctx.e2b:exec { "pgrep", "-f", "^dsh-int-job" }).exit_code == 0
+        end, 30000, 20))
         local d = assert(ctx.pty:signal(agent, s.id, "SIGINT"))
         assert.is_true(d.delivered and d.targetPgid > 0)
         r = assert(op:wait())
@@ -68,7 +70,9 @@ describe("terminals in the composition", function()
           text = "(trap '' TERM; exec -a dsh-immune-job sleep 300) & echo job=$!", submit = true })):wait())
         local job = assert(tonumber(r.viewport:match("job=(%d+)")))
         assert.truthy(assert(ctx.pty:read(agent, s.id, { count = 50 })).text:find("PTY-你好", 1, true))
-        local bash_sees = assert(ctx.bash:run { command = "ps -o args= -p " .. job })
+        -- the job's pid is printed when it forks; its name once it has exec'd
+        local bash_sees = assert(ctx.bash:run { command = "for i in $(seq 1500); do [ \"$(ps -o args= -p " .. job
+          .. ")\" = 'dsh-immune-job 300' ] && break; sleep 0.02; done; ps -o args= -p " .. job })
         assert.equal("dsh-immune-job 300\n", bash_sees.stdout.text) -- the same sandbox as Bash
         assert.is_true(ctx.pty:kill(agent, s.id))
         local gone = assert(ctx.bash:run { command = "kill -0 " .. job .. " 2>/dev/null; echo $?" })

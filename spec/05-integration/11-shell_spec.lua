@@ -2,7 +2,6 @@
 -- command in a pane of a given size; keys are typed with send-keys and the
 -- screen is read with capture-pane. Raw mode, resizing, detaching with
 -- Ctrl-], re-attaching with the scrollback replayed, and the exit status.
-local async = require "dsh.async"
 local helpers = require "helpers"
 local proc = require "dsh.proc"
 local sandbox = require "dsh.sandbox"
@@ -28,7 +27,16 @@ local function screen(target)
 end
 
 local function wait_screen(target, text)
-  return helpers.eventually(function() return screen(target):find(text, 1, true) end, 10000)
+  return helpers.eventually(function() return screen(target):find(text, 1, true) end, 30000, 20)
+end
+
+-- The status a pane's command wrote to file, once it is all there (the
+-- shell creates the file before echo writes to it).
+local function status_of(file)
+  return helpers.eventually(function()
+    local s = helpers.read_file(file)
+    return s and s:sub(-1) == "\n" and s
+  end, 10000)
 end
 
 -- A pane running `dsh shell [flags] id`; its exit status goes to status_file.
@@ -62,19 +70,22 @@ describe("dsh shell", function()
         -- raw mode: the remote line editor echoes; Ctrl-C reaches the remote job
         tmux("send-keys", "-t", "one", "echo hello-$((6*7)); stty size", "Enter")
         assert.truthy(wait_screen("one", "hello-42\n30 100\n"), screen("one"))
-        tmux("send-keys", "-t", "one", "sleep 30", "Enter")
-        async.sleep(200)
+        -- the job says when it runs (a ^C before could reach the shell's fork with its handlers)
+        tmux("send-keys", "-t", "one", "sh -c 'echo job-$((6*7)); exec sleep 30'", "Enter")
+        assert.truthy(wait_screen("one", "job-42"), screen("one"))
         tmux("send-keys", "-t", "one", "C-c")
         tmux("send-keys", "-t", "one", "echo after=$?", "Enter")
         assert.truthy(wait_screen("one", "after=130"), screen("one"))
         -- SIGWINCH resizes the remote terminal
+        -- asked until the new size has crossed to the sandbox
         tmux("resize-window", "-t", "one", "-x", "120", "-y", "32")
-        async.sleep(200)
-        tmux("send-keys", "-t", "one", "stty size", "Enter")
-        assert.truthy(wait_screen("one", "32 120"), screen("one"))
+        assert.truthy(helpers.eventually(function()
+          tmux("send-keys", "-t", "one", "stty size", "Enter")
+          return helpers.eventually(function() return screen("one"):find("32 120", 1, true) end, 500, 20)
+        end, 30000), screen("one"))
         -- detach: the command ends with 0, the shell lives on
         tmux("send-keys", "-t", "one", "C-]")
-        assert.truthy(helpers.eventually(function() return helpers.read_file(dir .. "/status1") end, 10000))
+        assert.truthy(status_of(dir .. "/status1"))
         assert.equal("0\n", helpers.read_file(dir .. "/status1"))
         assert.truthy(screen("one"):find("detached; the shell keeps running", 1, true))
         local c = assert(sandbox.connect(id))
@@ -89,7 +100,7 @@ describe("dsh shell", function()
         assert.truthy(wait_screen("two", "after=130"), screen("two"))
         assert.truthy(screen("two"):find("hello-42", 1, true))
         tmux("send-keys", "-t", "two", "exit 5", "Enter")
-        assert.truthy(helpers.eventually(function() return helpers.read_file(dir .. "/status2") end, 10000))
+        assert.truthy(status_of(dir .. "/status2"))
         assert.equal("5\n", helpers.read_file(dir .. "/status2"))
       end, debug.traceback)
       tmux("kill-server")
@@ -114,7 +125,7 @@ describe("dsh shell", function()
             "Enter")
           assert.truthy(wait_screen("q1", "asked-0"), screen("q1"))
           tmux("send-keys", "-t", "q1", "C-]")
-          assert.truthy(helpers.eventually(function() return helpers.read_file(dir .. "/status1") end, 10000))
+          assert.truthy(status_of(dir .. "/status1"))
           -- re-attach: the replay holds both queries again; tmux must not be made to answer them into the shell
           pane("q2", id, dir .. "/status2")
           assert.truthy(wait_screen("q2", "asked-0"), screen("q2"))
@@ -122,17 +133,17 @@ describe("dsh shell", function()
           assert.truthy(wait_screen("q2", "\nM=mark-42\n"), screen("q2"))
           assert.falsy(screen("q2"):find("not found", 1, true), screen("q2"))
           tmux("send-keys", "-t", "q2", "C-]")
-          assert.truthy(helpers.eventually(function() return helpers.read_file(dir .. "/status2") end, 10000))
+          assert.truthy(status_of(dir .. "/status2"))
           -- --cwd with a detached shell: refused, saying what to do
           pane("q3", id, dir .. "/status3", "--cwd /tmp")
-          assert.truthy(helpers.eventually(function() return helpers.read_file(dir .. "/status3") end, 10000))
+          assert.truthy(status_of(dir .. "/status3"))
           assert.equal("1\n", helpers.read_file(dir .. "/status3"))
           assert.truthy(wait_screen("q3", "--cwd applies to a new one only; add --new"), screen("q3"))
           -- with --new it starts a shell there
           pane("q4", id, dir .. "/status4", "--new --cwd /tmp")
           assert.truthy(wait_screen("q4", ":/tmp$"), screen("q4"))
           tmux("send-keys", "-t", "q4", "exit 3", "Enter")
-          assert.truthy(helpers.eventually(function() return helpers.read_file(dir .. "/status4") end, 10000))
+          assert.truthy(status_of(dir .. "/status4"))
           assert.equal("3\n", helpers.read_file(dir .. "/status4"))
         end, debug.traceback)
         tmux("kill-server")

@@ -72,11 +72,12 @@ function M.use_sandbox(opts)
   return S
 end
 
---- Run fn (inside the current task) but give up after ms: raises
--- "<what>: timed out after <ms> ms" instead of hanging the spec run. What fn
--- waits on keeps waiting until the test's clients are closed.
+--- Run fn (inside the current task) but give up after the ceiling ms
+-- (scaled: helpers.ceiling): raises "<what>: timed out after <ms> ms"
+-- instead of hanging the spec run. What fn waits on keeps waiting until the
+-- test's clients are closed.
 function M.within(ms, what, fn)
-  local tag, a, b, c = async.timeout(ms, function() return "done", fn() end)
+  local tag, a, b, c = async.timeout(helpers.ceiling(ms), function() return "done", fn() end)
   if tag ~= "done" then error(what .. ": " .. tostring(a and a.message or a), 2) end
   return a, b, c
 end

@@ -133,13 +133,14 @@ function M.add_clean_check(check)
   return function() clean_checks[check] = nil end
 end
 
-local snapshot
+local snapshot, live_before = nil, {}
 function M.snapshot()
   require "dsh.async" -- the loop's own fds are not a leak
   collectgarbage()
   collectgarbage()
   collected_open, groups = {}, {}
   snapshot = M.fds()
+  live_before = loop.live()
 end
 
 --- True when a process group has members: signal 0 reaches the group, or
@@ -173,8 +174,12 @@ function M.assert_clean()
   -- sentinels are finalised a cycle after their objects)
   for _ = 1, 3 do async.step(0) end
   for _ = 1, 3 do collectgarbage() end
+  -- counted against the snapshot: what an earlier failed test left is its
+  -- failure, not every later test's
   local names = {}
-  for kind, n in pairs(loop.live()) do names[#names + 1] = kind .. "=" .. n end
+  for kind, n in pairs(loop.live()) do
+    if n > (live_before[kind] or 0) then names[#names + 1] = kind .. "=" .. (n - (live_before[kind] or 0)) end
+  end
   table.sort(names)
   if #names > 0 then fail("live dsh objects after the test: " .. table.concat(names, ", ")) end
   if #collected_open > 0 then
@@ -207,12 +212,23 @@ function M.assert_clean()
   if #failures > 0 then error(table.concat(failures, "\n"), 2) end
 end
 
+--- A spec's ceiling (the time after which a wait counts as a hang) is
+-- what a hang costs, never a guess of how long the thing takes: ceilings
+-- given to eventually and helpers.dshd.within are multiplied by this (4, or
+-- $DSH_SPEC_CEILING_SCALE), so that a loaded machine does not reach them.
+M.CEILING_SCALE = tonumber(os.getenv("DSH_SPEC_CEILING_SCALE") or "") or 4
+
+--- ms as a ceiling: scaled by CEILING_SCALE.
+function M.ceiling(ms)
+  return ms * M.CEILING_SCALE
+end
+
 --- Poll pred (every interval_ms, default 10) until it returns a truthy value
--- or timeout_ms (default 5000) pass; returns that value, or nil. Drives the
--- loop, inside a task or outside one.
+-- or the ceiling timeout_ms (default 5000, scaled: M.ceiling) passes; returns
+-- that value, or nil. Drives the loop, inside a task or outside one.
 function M.eventually(pred, timeout_ms, interval_ms)
   local async = require "dsh.async"
-  local deadline = loop.now_ms() + (timeout_ms or 5000)
+  local deadline = loop.now_ms() + M.ceiling(timeout_ms or 5000)
   while true do
     local v = pred()
     if v then return v end

@@ -21,6 +21,18 @@ local helpers = require "helpers"
 local DEFAULTS = { pollIntervalMs = 25, idleSilenceMs = 1000, timeoutMs = 10000, disposeGraceMs = 1000,
   rows = 24, cols = 200 }
 
+-- A job named marker runs in env (pgrep sees the name it exec'd under): a
+-- signal sent before could reach the shell's fork while it still had the
+-- shell's handlers, and be lost.
+local function job_running(env, marker)
+  return helpers.eventually(function() return env.sh("pgrep -f '^" .. marker .. "'") == 0 end, 30000, 20)
+end
+
+-- A command line that runs `sleep secs` as a job named marker.
+local function named_sleep(marker, secs)
+  return "bash -c 'exec -a " .. marker .. " sleep " .. secs .. "'"
+end
+
 local function merge(a, b)
   local out = {}
   for k, v in pairs(a) do out[k] = v end
@@ -172,8 +184,9 @@ return function(name, factory)
     it("signals the foreground group: SIGINT to sleep 30 while the shell survives; TSTP; KILL refused", function()
       with_env(function(env)
         local s = env.spawn {}
-        local op = assert(env.pty:startSend(env.owner, s.id, { text = "sleep 30", submit = true }))
-        async.sleep(150)
+        local marker = "dsh-int-" .. math.random(1e9)
+        local op = assert(env.pty:startSend(env.owner, s.id, { text = named_sleep(marker, 30), submit = true }))
+        assert.truthy(job_running(env, marker))
         local d = assert(env.pty:signal(env.owner, s.id, "SIGINT"))
         assert.is_true(d.delivered)
         assert.is_true(d.targetPgid > 0 and d.targetPgid ~= s.pid)
@@ -189,8 +202,8 @@ return function(name, factory)
         assert.equal("PTY_SIGNAL", err.code)
         assert.equal(prefix .. ": refusing to SIGKILL the " .. label .. " shell; use terminal_close", err.message)
         -- TSTP stops the job, the shell takes over; the job shows in `jobs`
-        op = assert(env.pty:startSend(env.owner, s.id, { text = "sleep 31", submit = true }))
-        async.sleep(150)
+        op = assert(env.pty:startSend(env.owner, s.id, { text = named_sleep(marker .. "-tstp", 31), submit = true }))
+        assert.truthy(job_running(env, marker .. "-tstp"))
         local t = assert(env.pty:signal(env.owner, s.id, "TSTP"))
         r = assert(op:wait())
         assert.equal("stdin_read", r.waitReason)
@@ -209,10 +222,12 @@ return function(name, factory)
       with_env(function(env)
         local s = env.spawn {}
         local ctl = async.controller()
-        local op = assert(env.pty:startSend(env.owner, s.id, { text = "sleep 30", submit = true }, ctl.signal))
+        local marker = "dsh-abort-" .. math.random(1e9)
+        local op = assert(env.pty:startSend(env.owner, s.id, { text = named_sleep(marker, 30), submit = true },
+          ctl.signal))
         local _, err = env.pty:startSend(env.owner, s.id, { text = "true", submit = true })
         assert.equal("SEND_ACTIVE", err.code)
-        async.sleep(150)
+        assert.truthy(job_running(env, marker))
         ctl:abort("stop")
         local r = assert(op:wait())
         assert.equal("stdin_read", r.waitReason)
@@ -222,10 +237,12 @@ return function(name, factory)
         _, err = env.pty:startSend(env.owner, s.id, { text = "true", submit = true }, ctl.signal)
         assert.equal("PTY_ABORTED", err.code)
         assert.equal(prefix .. ": " .. label .. " send aborted before write", err.message)
-        op = assert(env.pty:startSend(env.owner, s.id, { text = "echo partial; sleep 30", submit = true }))
+        op = assert(env.pty:startSend(env.owner, s.id, { text = "echo partial; " .. named_sleep(marker .. "-2", 30),
+          submit = true }))
         assert.is_true(helpers.eventually(function()
           return op._buf:text():find("partial\n", 1, true) ~= nil
-        end, 10000))
+        end, 30000))
+        assert.truthy(job_running(env, marker .. "-2"))
         assert.truthy(op:readOutput():find("partial", 1, true))
         assert.is_true(op:cancel())
         r = assert(op:wait())
@@ -274,7 +291,7 @@ return function(name, factory)
         local _, err = env.pty:spawn(env.owner, { type = "shell" })
         assert.equal("PTY_STARTUP", err.code)
         assert.equal(prefix .. ": " .. label .. " shell did not reach readiness before startup timeout", err.message)
-        assert.is_true(loop.now_ms() - t0 < 3000)
+        assert.is_true(loop.now_ms() - t0 < 15000) -- its 400 ms, far from the default 30 s
         assert.equal(1, (env.sh(alive)))
       end)
       with_env({ shell = { "/bin/bash", "-c", "exec -a " .. marker .. " sleep 30" } }, function(env)
@@ -340,9 +357,7 @@ return function(name, factory)
     it("a send supersedes a detached one, in order; a signal never waits for a send", function()
       with_env(function(env)
         local s = env.spawn {}
-        local function running(marker) -- the named job is there (a ^C typed before would reach the shell)
-          return helpers.eventually(function() return env.sh("pgrep -f '^" .. marker .. "'") == 0 end, 10000)
-        end
+        local function running(marker) return job_running(env, marker) end
         local marker = "dsh-fg-" .. math.random(1e9)
         local op1 = assert(env.pty:startSend(env.owner, s.id, { text = "bash -c 'exec -a " .. marker .. "-1 sleep 30'",
           submit = true }))

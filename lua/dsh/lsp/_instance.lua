@@ -149,9 +149,27 @@ function M.start(o, signal)
   }
   if not h then return nil, err end
   self._h = h
+  local input_failed -- the write that failed, if one did
+  local function ended()
+    local res, oerr = outcome(h)
+    local why = outcome_text(res, oerr)
+    if input_failed and res and res.signal then
+      why = "stopped reading its input (" .. tostring(input_failed.message or input_failed) .. ") and " .. why
+    end
+    return errors.new("LSP_SERVER_FAILED", why .. stderr_tail(h))
+  end
   self._conn = rpc.new {
     name = self.name, maxMessageBytes = s.maxMessageBytes, cancelGraceMs = s.killGraceMs,
-    write = function(b) return h.stdin:write(b) end,
+    write = function(b)
+      local ok, werr = h.stdin:write(b)
+      if ok then return true end
+      -- it stopped reading its input: ended now if it lives on, so that how
+      -- it ended can be told (in the read side's words, whichever side
+      -- learns of it first)
+      input_failed = input_failed or werr
+      h:terminate()
+      return nil, ended()
+    end,
     read = function()
       local chunk, rerr = h.stdout:read()
       if chunk then return chunk end
@@ -159,8 +177,7 @@ function M.start(o, signal)
         return nil, errors.new("LSP_SERVER_FAILED", "failed: " .. tostring(rerr.message or rerr) .. stderr_tail(h))
       end
       -- end of output: say how the process ended
-      local res, oerr = outcome(h)
-      return nil, errors.new("LSP_SERVER_FAILED", outcome_text(res, oerr) .. stderr_tail(h))
+      return nil, ended()
     end,
     on_request = function(method, params) return self:_on_request(method, params) end,
     on_notification = function(method, params) self:_on_notification(method, params) end,
@@ -189,13 +206,12 @@ function M.start(o, signal)
   end
   self.capabilities = caps
   self.server_info = type(res.serverInfo) == "table" and res.serverInfo or nil
-  local ok, nerr = self._conn:notify("initialized", {})
+  -- A server that fails from here on has said what it can do: the instance
+  -- is returned dead (self.dead says why), so that an operation it lacks is
+  -- refused as such, whether or not its end was seen yet.
+  local ok = self._conn:notify("initialized", {})
   if ok and s.settings ~= nil then
-    ok, nerr = self._conn:notify("workspace/didChangeConfiguration", { settings = s.settings })
-  end
-  if not ok then
-    self:dispose()
-    return nil, nerr
+    self._conn:notify("workspace/didChangeConfiguration", { settings = s.settings })
   end
   return self
 end

@@ -203,7 +203,10 @@ function Provider:_attempts(req, root, path, signal, first, ws)
       inst, ierr = self:_instance(root, signal)
       if not inst then return nil, ierr end
       local ok, cerr = operations.check(inst, req.operation)
-      if not ok then return nil, cerr end
+      if not ok then
+        if inst.dead then self:_evict(root, inst) end
+        return nil, cerr
+      end
       local list, paths = self:_reads(inst, path)
       local reads, rderr = self._o.reader:read_many(list, signal)
       if not reads then return nil, about(req.filePath, rderr) end

@@ -17,7 +17,10 @@
 --
 -- Transport contract: read() → the next chunk | nil (end) | nil, err, whose
 -- message completes the sentence "<name> ..." (e.g. "exited with code 3");
--- write(s) → true | nil, err (both may wait, inside a task).
+-- write(s) → true | nil, err, whose message completes it too (a server that
+-- stopped reading its input has usually ended: how it ended is the news,
+-- whichever of the read and the write learns of it first). Both may wait,
+-- inside a task.
 local async = require "dsh.async"
 local errors = require "dsh.errors"
 local json = require "dsh.json"
@@ -219,7 +222,7 @@ function Conn:_send(msg)
   if self.failed then return nil, self.failed end
   local ok, werr = self._o.write(lspframe.encode(M.encode(msg)))
   if not ok then
-    self:fail(server_error(self, "input failed: %s", tostring(werr and werr.message or werr)))
+    self:fail(server_error(self, "%s", tostring(werr and werr.message or werr)))
     return nil, self.failed
   end
   return true

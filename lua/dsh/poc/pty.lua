@@ -4,6 +4,7 @@
 -- shell surviving, and a TERM-immune job gone once the terminal is killed.
 local async = require "dsh.async"
 local C = require "dsh.poc.check"
+local loop = require "dsh.loop"
 
 local M = {}
 local check, ok_or = C.check, C.ok_or
@@ -41,8 +42,13 @@ function M.steps(state)
     end },
     { "10", "SIGINT reaches the foreground job; the shell survives", function()
       local ctx, id = state.ctx, state.term.id
-      local op = ok_or(ctx.pty:startSend(AGENT, id, { text = "sleep 30", submit = true }))
-      async.sleep(150)
+      local op = ok_or(ctx.pty:startSend(AGENT, id, { text = "bash -c 'exec -a dsh-poc-job sleep 30'", submit = true }))
+      -- once the job runs (a SIGINT that reached the shell's fork before it reset the shell's handlers is lost)
+      local deadline = loop.now_ms() + 30000
+      while C.exec(ctx, { "pgrep", "-f", "^dsh-poc-job" }).exit_code ~= 0 do
+        check(loop.now_ms() < deadline, "the job did not start within 30 s")
+        async.sleep(20)
+      end
       local d = ok_or(ctx.pty:signal(AGENT, id, "SIGINT"))
       check(d.delivered == true and d.targetPgid > 0, "the signal was not delivered to a group")
       local r = ok_or(op:wait())
@@ -58,7 +64,9 @@ function M.steps(state)
       check(job ~= nil, "no job pid in %s", C.show(r.viewport))
       local back = ok_or(ctx.pty:read(AGENT, id, { count = 50 }))
       check(back.text:find("PTY-你好", 1, true), "the scrollback lost step 9's output")
-      local seen = C.bash(ctx, "ps -o args= -p " .. job)
+      -- the job's pid is printed when it forks; its name once it has exec'd (up to 30 s on a loaded machine)
+      local seen = C.bash(ctx, "for i in $(seq 1500); do [ \"$(ps -o args= -p " .. job .. ")\" = 'dsh-immune-job 300' ]"
+        .. " && break; sleep 0.02; done; ps -o args= -p " .. job)
       check(seen.stdout.text == "dsh-immune-job 300\n", "Bash sees %s", C.show(seen.stdout.text))
       check(ctx.pty:kill(AGENT, id) == true, "kill found the terminal ended")
       local gone = C.bash(ctx, "kill -0 " .. job .. " 2>/dev/null && echo alive || echo gone")

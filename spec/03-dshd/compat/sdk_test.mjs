@@ -43,7 +43,7 @@ async function check(name, fn) {
   }
 }
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
-async function until(what, pred, ms = 5000) {
+async function until(what, pred, ms = 20000) { // a ceiling, never a guess of how long it takes
   const end = Date.now() + ms
   while (!(await pred())) {
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}`)
