@@ -272,8 +272,9 @@ function M.setup(scope, cfg)
   service._sb = { id = h.id, envd = service._guard.proxy }
   local setup_done, deadline = false, nil
   -- dispose began: the sandbox has disposeTimeoutMs to let it finish
+  -- (not after a rollback: a failed start already ran the cleanup below)
   scope.signal:on_abort(function()
-    if not setup_done then return end
+    if not setup_done or service._disposing then return end
     deadline = loop.timer(function()
       deadline:close()
       deadline = nil
