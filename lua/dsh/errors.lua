@@ -32,6 +32,7 @@ M.CATALOGUE = {
     TIMEOUT = "dsh.async.timeout ran out",
     DISPOSED = "the service or context is disposing or disposed",
     INVALID_ARGUMENT = "a tool's input does not match its parameters",
+    JSON = "text that is not valid JSON (dsh.json.decode: the parser's message)",
   },
   -- dsh.context: composition of providers.
   context = {
