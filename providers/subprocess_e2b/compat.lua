@@ -219,7 +219,9 @@ function Compat:signal(sig)
   if not num then errors.misuse(NAME, "signal: unknown signal %s", tostring(sig)) end
   local r, err = exec_script(self, [[kill -s "$2" -- "-$1"]], tostring(self.pid), tostring(num))
   if not r then return nil, err end
-  if r.exit_code ~= 0 then return nil, errors.new("not_found", "process group " .. self.pid .. " is gone") end
+  if r.exit_code ~= 0 then
+    return nil, errors.new("SUBPROCESS_NOT_FOUND", "process group " .. self.pid .. " is gone")
+  end
   return true
 end
 
