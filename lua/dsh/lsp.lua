@@ -41,6 +41,7 @@
 -- exact reason given to the signal).
 local async = require "dsh.async"
 local errors = require "dsh.errors"
+local faults = require "dsh.faults"
 
 local M = {}
 local MOD = "dsh.lsp"
@@ -96,10 +97,23 @@ Lsp.__tostring = function(l)
   return string.format("dsh.lsp(%d providers%s)", n, l._disposed and ", disposed" or "")
 end
 
+--- The registry's fault-injection points (dsh.faults): beforeRead, fn(path),
+--- runs with a source's canonical path right before a provider's reader
+--- opens it (a file swapped for a symlink then must still be refused).
+M.FAULT_POINTS = { "beforeRead" }
+
 --- An empty registry.
 ---@return dsh.Lsp
 function M.new()
-  return setmetatable({ _by_id = {}, _by_ext = {} }, Lsp)
+  return setmetatable({ _by_id = {}, _by_ext = {}, _faults = faults.points(MOD, M.FAULT_POINTS) }, Lsp)
+end
+
+--- Arm fn at a fault point (M.FAULT_POINTS) of every provider registered
+--- here, or disarm it (fn nil): a seam for specs and `dsh poc`.
+---@param point string
+---@param fn function|nil
+function Lsp:injectFault(point, fn)
+  self._faults:inject(point, fn)
 end
 
 -- Everything about p that can be wrong without looking at the registry.

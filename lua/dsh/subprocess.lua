@@ -24,6 +24,7 @@
 -- raised (a backend's bug).
 local async = require "dsh.async"
 local errors = require "dsh.errors"
+local faults = require "dsh.faults"
 local handle = require "dsh.subprocess._handle"
 local output = require "dsh.subprocess._output"
 local sysutil = require "dsh.sysutil"
@@ -193,11 +194,27 @@ Service.__tostring = function(s)
   return string.format("%s(%d live%s)", s.name, n, s._disposing and ", disposing" or "")
 end
 
+--- The service's fault-injection points (dsh.faults): afterStart, fn(handle,
+--- bp) → true | nil, err, runs once a spawn's process group exists and before
+--- the handle is published; a failure rolls the start back (the group is
+--- killed and waited for) and `done` resolves with it.
+M.FAULT_POINTS = { "afterStart" }
+
 --- A service over a backend (the backend contract is in dsh.subprocess._handle).
 ---@param backend table
 ---@return dsh.subprocess.Service
 function M.service(backend)
-  return setmetatable({ name = backend.name, cwd = backend.cwd, _backend = backend, _live = {} }, Service)
+  return setmetatable({ name = backend.name, cwd = backend.cwd, _backend = backend, _live = {},
+    _faults = faults.points(MOD, M.FAULT_POINTS) }, Service)
+end
+
+--- Arm fn at a fault point (M.FAULT_POINTS), or disarm it (fn nil): a seam
+--- for specs and `dsh poc`, which make a start fail where no real fault can
+--- be arranged on demand.
+---@param point string
+---@param fn function|nil
+function Service:injectFault(point, fn)
+  self._faults:inject(point, fn)
 end
 
 ---@class dsh.subprocess.SpawnOpts

@@ -103,13 +103,13 @@ describe("the composition e2b + fs + subprocess + bash", function()
         steps_1_to_3(ctx)
         step("4: a publication failure leaves no survivor", function()
           local sub = ctx.subprocess
-          sub._after_start = function()
+          sub:injectFault("afterStart", function()
             async.sleep(300) -- the payload has forked its background child by now
             return nil, errors.new("INJECTED", "injected publication failure")
-          end
+          end)
           local h = assert(sub:spawn { argv = { "bash", "-c", "exec -a dsh-publication-survivor sleep 30 & wait" } })
           local okd, derr = h.done:await()
-          sub._after_start = nil
+          sub:injectFault("afterStart", nil)
           assert.is_nil(okd)
           assert.equal("INJECTED", derr.code)
           assert.equal("injected publication failure", derr.message)

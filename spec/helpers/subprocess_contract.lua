@@ -367,13 +367,13 @@ return function(name, factory)
     it("rolls a failed start back without survivors (§6.2.4)", function()
       with_env(function(env)
         local marker = "dsh-publication-survivor-" .. require("dsh.sysutil").random_hex(4)
-        env.sub._after_start = function()
+        env.sub:injectFault("afterStart", function()
           async.sleep(300) -- the payload has forked its child by now
           return nil, errors.new("INJECTED", "injected publication failure")
-        end
+        end)
         local h = sh(env, "exec -a " .. marker .. " sleep 30 & wait")
         local res, err = outcome(h)
-        env.sub._after_start = nil
+        env.sub:injectFault("afterStart", nil)
         assert.is_nil(res)
         assert.equal("INJECTED", err.code)
         assert.equal(-1, h.pid)

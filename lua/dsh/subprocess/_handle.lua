@@ -210,8 +210,8 @@ end
 function Handle:_start_and_wait(spec, stdin_data, streams)
   local svc = self._svc
   local bp, err = svc._backend:start(spec)
-  if bp and svc._after_start then -- fault injection for specs: a failure once the group exists
-    local ok, ferr = svc._after_start(self, bp)
+  if bp and svc._faults:armed("afterStart") then -- a failure once the group exists (dsh.faults)
+    local ok, ferr = svc._faults:fire("afterStart", self, bp)
     if not ok then bp, err = nil, rollback(svc.name, bp, ferr) end
   end
   if not bp then
