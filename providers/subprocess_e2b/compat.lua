@@ -203,15 +203,15 @@ end
 -- nothing is inferred: a status is a status.
 function Compat:_outcome(e)
   if self._term_sent and e.exited then
-    if e.exit_code == signals.number("SIGTERM") then return { exitCode = nil, signal = "SIGTERM" } end
-    if e.exit_code == signals.number("SIGKILL") then return { exitCode = nil, signal = "SIGKILL" } end
+    if e.exit_code == signals.number("SIGTERM") then return { exit_code = nil, signal = "SIGTERM" } end
+    if e.exit_code == signals.number("SIGKILL") then return { exit_code = nil, signal = "SIGKILL" } end
   end
   if not e.exited and e.status then
     local what = e.status:match("^signal: (%a+)")
-    if what == "killed" then return { exitCode = nil, signal = "SIGKILL" } end
-    if what == "terminated" then return { exitCode = nil, signal = "SIGTERM" } end
+    if what == "killed" then return { exit_code = nil, signal = "SIGKILL" } end
+    if what == "terminated" then return { exit_code = nil, signal = "SIGTERM" } end
   end
-  return { exitCode = e.exit_code, signal = nil }
+  return { exit_code = e.exit_code, signal = nil }
 end
 
 function Compat:signal(sig)

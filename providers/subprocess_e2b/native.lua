@@ -54,8 +54,8 @@ function M.start(backend, client, spec)
 end
 
 function Native._outcome(_, e)
-  if e.signal then return { exitCode = nil, signal = e.signal } end
-  return { exitCode = e.exit_code, signal = nil }
+  if e.signal then return { exit_code = nil, signal = e.signal } end
+  return { exit_code = e.exit_code, signal = nil }
 end
 
 function Native:signal(sig)

@@ -308,7 +308,7 @@ function Proc:spill_size(path)
   return e and e.size
 end
 
---- {exitCode=, signal=} once the end event arrived, nil, err when the process was lost.
+--- {exit_code=, signal=} once the end event arrived, nil, err when the process was lost.
 function Proc:wait()
   self._pump_done:await()
   if self._err then return nil, self._err end

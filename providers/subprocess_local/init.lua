@@ -77,7 +77,7 @@ function Proc:wait()
   if not self._p then return nil, errors.new("SUBPROCESS_CLOSED", NAME .. ": the process was released") end
   local st, err = self._p:wait()
   if not st then return nil, err end
-  return { exitCode = st.exit_code, signal = st.signal }
+  return st -- {exit_code=, signal=}, as dsh.proc says it
 end
 
 function Proc:write(s)

@@ -15,8 +15,9 @@
 --   bp:signal(sig)                 to the whole group → true | nil, err
 --   bp:terminate(grace_ms)         TERM to the group now, KILL after grace_ms unless it is empty
 --   bp:kill()                      KILL to the group now (rollback)
---   bp:wait()                      → {exitCode=, signal=} | nil, err, once the leader ended and all
---                                    output was delivered through on_data
+--   bp:wait()                      → {exit_code=, signal=} | nil, err, once the leader ended and all
+--                                    output was delivered through on_data (the words of dsh.proc
+--                                    and the envd client: the seam turns them into the reference's)
 --   bp:wait_quiescent(signal)      → true (group empty) | false (aborted) | nil, err
 --   bp:remove(paths, dir)          delete spill files (and dir when given); errors ignored
 --   bp:spill_size(path)            the spill file's size in bytes, nil when it cannot be learned
@@ -49,6 +50,13 @@ local function rollback(prefix, bp, err)
   bp:close()
   if ok == true then return err end
   return rollback_error(prefix, err, qerr or errors.new("SUBPROCESS_ROLLBACK", "group still alive"))
+end
+
+--- The outcome {exitCode=, signal=} of a backend's {exit_code=, signal=}:
+--- the one place where the words of the layers below (dsh.proc, the envd
+--- client) become the reference's, which the seams and tools above speak.
+function M.outcome(res)
+  return { exitCode = res.exit_code, signal = res.signal }
 end
 
 -- Failures a retry cannot mend: the daemon is lost, or does not answer.
@@ -249,7 +257,7 @@ function Handle:_start_and_wait(spec, stdin_data, streams)
     end
   end
   if #remove > 0 then bp:remove(remove, not keep_any and self.stateDir or nil) end
-  if res then self.done:resolve(res) else self.done:resolve(nil, werr) end
+  if res then self.done:resolve(M.outcome(res)) else self.done:resolve(nil, werr) end
 end
 
 -- Wait until done settled; it rejects only when a backend raised (a bug,
