@@ -13,7 +13,7 @@
 --     ...                                 --   (did you mean "timeoutMs"?)
 --   end
 --
--- The value checks below (integer, number, one_of, path, string_map) raise
+-- The value checks below (integer, positive, number, one_of, path, string_map) raise
 -- with the same wording everywhere ("<key> must be ..."); a provider uses
 -- them or its own words, as its reference texts require.
 local errors = require "dsh.errors"
@@ -105,6 +105,18 @@ function M.integer(module, cfg, key, default, lo, hi)
   if v == nil then return default end
   if type(v) ~= "number" or v ~= v or v % 1 ~= 0 or v < lo or v > hi then
     errors.misuse(module, "%s must be an integer in [%d, %d]", key, lo, hi)
+  end
+  return v
+end
+
+--- v as a positive safe integer (1 .. 2^53-1, and at most max when given);
+--- raises "<label> must be a positive safe integer<tail>" otherwise, where
+--- tail is how the caller's reference words the bound (" no greater than
+--- 2147483647"), "" by default.
+---@return integer
+function M.positive(module, label, v, max, tail)
+  if type(v) ~= "number" or v < 1 or v % 1 ~= 0 or v > (max or 2 ^ 53 - 1) then
+    errors.misuse(module, "%s must be a positive safe integer%s", label, tail or "")
   end
   return v
 end
