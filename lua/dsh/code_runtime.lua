@@ -25,6 +25,7 @@
 local async = require "dsh.async"
 local bindings = require "dsh.code_runtime._bindings"
 local errors = require "dsh.errors"
+local json = require "dsh.code_runtime._json"
 local run = require "dsh.code_runtime._run"
 local schema = require "dsh.schema"
 local wire = require "dsh.code_runtime._wire"
@@ -35,6 +36,9 @@ M.KINDS = run.KINDS
 M.LANGUAGES = { lua = true, typescript = true, javascript = true }
 M.null, M.array, M.object = wire.null, wire.array, wire.object
 M.encode, M.decode = wire.encode, wire.decode
+--- The lossless JSON text codec of the boundary (quote, number,
+--- encode_json, decode_json, valid_utf8, array_mt): what tools render values with.
+M.json = json
 M.RESERVED_GLOBALS = bindings.RESERVED_GLOBALS
 
 --- Checks bindings as run() does for language (misuse raises "<prefix>:
@@ -57,6 +61,7 @@ M.RUNNER_FILES = {
   { name = "code-runtime-worker.lua", source = "remote/runner/worker.lua" },
   { name = "code-runtime-runner.mjs", source = "remote/runner/runner.mjs" },
   { name = "code-runtime-fast.lua", source = "remote/runner/fast.lua" },
+  { name = "code-runtime-json.lua", module = "dsh.code_runtime._json" },
   { name = "code-runtime-wire.lua", module = "dsh.code_runtime._wire" },
 }
 
