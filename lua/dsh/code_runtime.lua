@@ -222,13 +222,19 @@ Service.__tostring = function(s)
   return string.format("%s(%d live%s)", s.name, n, s._disposing and ", disposed" or "")
 end
 
---- A service over a backend:
+--- The backend contract: the functions every backend provides. A backend is
+--- a table with
 ---   backend.name, backend.label ("E2B runtime"), backend.isolation
 ---   backend.subprocess          the ctx.subprocess service runs are started with
 ---   backend.cwd                 where runs start
 ---   backend:prepare(check)      -> {root=, luajit=, node=} | nil, err; check() -> nil, err once disposed
+--- and fails with CODE_RUNTIME_SETUP (or what ctx.subprocess says).
+M.BACKEND = { "prepare" }
+
+--- A service over a backend (M.BACKEND).
 ---@return dsh.code_runtime.Service
 function M.service(backend, cfg)
+  schema.backend("dsh.code_runtime", "service", backend, M.BACKEND)
   local svc = setmetatable({
     name = backend.name, language = cfg.language, isolation = backend.isolation or "container",
     languages = { "lua", "typescript", "javascript" },

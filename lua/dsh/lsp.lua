@@ -116,6 +116,14 @@ function Lsp:injectFault(point, fn)
   self._faults:inject(point, fn)
 end
 
+--- The backend contract: a registration (dsh.lsp.Registration) is a table
+--- with id (a non-empty string), extensionToLanguage ({[".ext"] = language})
+--- and these functions (query(req, opts) → result | nil, err with a code of
+--- M.codes); register() says LSP_INVALID_PROVIDER when one is missing, an
+--- expected failure here because registrations come from configuration
+--- (every world's are dsh.lsp.backend's).
+M.BACKEND = { "query" }
+
 -- Everything about p that can be wrong without looking at the registry.
 local function check_registration(p)
   if type(p) ~= "table" then return nil, E("LSP_INVALID_PROVIDER", "a provider must be a table") end
@@ -123,8 +131,10 @@ local function check_registration(p)
   if type(id) ~= "string" or not id:find("%S") then
     return nil, E("LSP_INVALID_PROVIDER", "provider id must be a non-empty string")
   end
-  if type(p.query) ~= "function" then
-    return nil, E("LSP_INVALID_PROVIDER", 'provider "%s" has no query function', id)
+  for _, fn in ipairs(M.BACKEND) do
+    if type(p[fn]) ~= "function" then
+      return nil, E("LSP_INVALID_PROVIDER", 'provider "%s" has no %s function', id, fn)
+    end
   end
   local map = p.extensionToLanguage
   if type(map) ~= "table" or next(map) == nil then

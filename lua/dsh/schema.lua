@@ -97,6 +97,27 @@ function M.keys(module, cfg, known)
   errors.misuse(module, 'unknown config key "%s" (known keys: %s)', key, table.concat(sorted, ", "))
 end
 
+-- Backend contracts ---------------------------------------------------------------
+
+--- Raise unless backend is a table with a function for every name of
+--- contract (a seam's M.BACKEND: the functions its backends provide); the
+--- message names the seam's method, the missing function and the contract.
+---@param module string  the seam, e.g. "dsh.subprocess"
+---@param what string    its constructor, e.g. "service"
+---@param backend any
+---@param contract string[]
+---@return table backend
+function M.backend(module, what, backend, contract)
+  if type(backend) ~= "table" then errors.misuse(module, "%s: backend must be a table, got %s", what, type(backend)) end
+  for _, name in ipairs(contract) do
+    if type(backend[name]) ~= "function" then
+      errors.misuse(module, "%s: backend.%s must be a function (the backend contract: %s)", what, name,
+        table.concat(contract, ", "))
+    end
+  end
+  return backend
+end
+
 -- Values ---------------------------------------------------------------------------
 
 --- cfg[key] as an integer in [lo, hi], default when absent.

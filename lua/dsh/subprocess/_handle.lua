@@ -2,33 +2,11 @@
 -- subprocess seam, written once over a small backend contract (terminals,
 -- over the same contract, are dsh.subprocess._terminal).
 --
--- Backend contract (a backend is a table; everything may await):
---   backend.name, backend.cwd
---   backend:state_dir(id)          where this process's spill files go
---   backend:start(spec)            → bp | nil, err. spec = {argv, cwd, env, stdin="ignore"|"pipe",
---                                    stdout/stderr = {mode="pipe"|"inherit"|"collect",
---                                                     spill={path=, maxBytes=}},
---                                    pty={rows=,cols=} (terminals), on_data=fn(stream, bytes) (may wait),
---                                    on_gap=fn(stream, n) (n bytes were lost, e.g. across a reconnect)}
---   bp.pid                         the process group id
---   bp:write(s) / bp:close_stdin() → true | nil, err
---   bp:signal(sig)                 to the whole group → true | nil, err
---   bp:terminate(grace_ms)         TERM to the group now, KILL after grace_ms unless it is empty
---   bp:kill()                      KILL to the group now (rollback)
---   bp:wait()                      → {exit_code=, signal=} | nil, err, once the leader ended and all
---                                    output was delivered through on_data (the words of dsh.proc
---                                    and the envd client: the seam turns them into the reference's)
---   bp:wait_quiescent(signal)      → true (group empty) | false (aborted) | nil, err
---   bp:remove(paths, dir)          delete spill files (and dir when given); errors ignored
---   bp:spill_size(path)            the spill file's size in bytes, nil when it cannot be learned
---   bp:resize(rows, cols)          terminals
---   bp:signal_foreground(sig)      terminals: to the terminal's foreground process group → pgid | nil, err
---   bp:foreground()                terminals: that process group → pgid | nil, err
---   bp:kill_session()              terminals: SIGKILL whatever is left in the session (other job groups)
---   bp:session_groups()            terminals: pgids with a live member in the session → list | nil, err
---   bp:signal_session(sig)         terminals: sig to every group of the session (SIGTERM: then SIGCONT)
---   bp:close()                     release everything (idempotent)
---   backend:resolveExecutable(cmd), backend:dispose() (optional)
+-- Over the seam's backend contract (dsh.subprocess: M.BACKEND and the
+-- process object a backend's start returns). Owns the handle's lifetime:
+-- start, publication (rolled back when it fails), stdin in call order,
+-- terminate, the outcome, spill retention, release once the group is gone.
+-- Never talks to a daemon or the kernel: the backend does.
 local async = require "dsh.async"
 local errors = require "dsh.errors"
 local output = require "dsh.subprocess._output"
