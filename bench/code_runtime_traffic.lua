@@ -80,12 +80,13 @@ local ECHO = { { global = "tools", functions = { echo = function(s) return s end
 -- and framed (all in one piece: the loop waited for it).
 local function lua_wire_echo(payload)
   local wire = require "dsh.code_runtime._wire"
+  local json = require "dsh.code_runtime._json"
   local frame = require "dsh.frame"
   local text = '{"type":"call","id":1,"global":"tools","name":"echo","args":' .. assert(wire.encode({ payload }))
     .. "}"
   payload = nil -- luacheck: ignore 311
   return measure(function()
-    local m = wire.decode_json(text, true)
+    local m = json.decode_json(text, true)
     local args = assert(wire.from_tokens(m.args))
     local reply = '{"type":"reply","id":1,"ok":true,"value":' .. assert(wire.encode(args[1])) .. "}"
     return #assert(frame.encode(reply, 2 ^ 30))

@@ -25,7 +25,9 @@
 local async = require "dsh.async"
 local bindings = require "dsh.code_runtime._bindings"
 local errors = require "dsh.errors"
+local json = require "dsh.code_runtime._json"
 local run = require "dsh.code_runtime._run"
+local schema = require "dsh.schema"
 local wire = require "dsh.code_runtime._wire"
 
 local M = {}
@@ -34,6 +36,9 @@ M.KINDS = run.KINDS
 M.LANGUAGES = { lua = true, typescript = true, javascript = true }
 M.null, M.array, M.object = wire.null, wire.array, wire.object
 M.encode, M.decode = wire.encode, wire.decode
+--- The lossless JSON text codec of the boundary (quote, number,
+--- encode_json, decode_json, valid_utf8, array_mt): what tools render values with.
+M.json = json
 M.RESERVED_GLOBALS = bindings.RESERVED_GLOBALS
 
 --- Checks bindings as run() does for language (misuse raises "<prefix>:
@@ -56,6 +61,7 @@ M.RUNNER_FILES = {
   { name = "code-runtime-worker.lua", source = "remote/runner/worker.lua" },
   { name = "code-runtime-runner.mjs", source = "remote/runner/runner.mjs" },
   { name = "code-runtime-fast.lua", source = "remote/runner/fast.lua" },
+  { name = "code-runtime-json.lua", module = "dsh.code_runtime._json" },
   { name = "code-runtime-wire.lua", module = "dsh.code_runtime._wire" },
 }
 
@@ -116,7 +122,6 @@ M.DEFAULTS = {
   maxMemoryMb = 512,
   language = "lua",
 }
-local MAX_SAFE = 9007199254740991
 local INT_KEYS = { "computeMs", "maxWallMs", "maxOutputBytes", "maxOldGenerationSizeMb", "maxFrameBytes",
   "killGraceMs", "maxMemoryMb" }
 M.LUA_LIBRARIES = { os = true, io = true, debug = true, ffi = true, require = true, load = true }
@@ -129,21 +134,16 @@ M.LUA_LIBRARIES = { os = true, io = true, debug = true, ffi = true, require = tr
 -- normalised config.
 function M.validate_config(prefix, cfg, extra)
   local function fail(msg) errors.misuse(prefix, "%s", msg) end
-  if type(cfg) ~= "table" then fail("config must be a table") end
-  local known = { luaLibraries = true, language = true }
-  for _, k in ipairs(INT_KEYS) do known[k] = true end
-  for k in pairs(cfg) do
-    if not known[k] and not (extra and extra[k]) then fail("unknown config key " .. tostring(k)) end
-  end
+  local known = { "luaLibraries", "language" }
+  for _, k in ipairs(INT_KEYS) do known[#known + 1] = k end
+  for k in pairs(extra or {}) do known[#known + 1] = k end
+  schema.keys(prefix, cfg, known)
   local out = {}
   for k, v in pairs(cfg) do out[k] = v end
   for _, k in ipairs(INT_KEYS) do
     local v = cfg[k]
     if v == nil then v = M.DEFAULTS[k] end
-    if type(v) ~= "number" or v < 1 or v > MAX_SAFE or v ~= math.floor(v) then
-      fail("config." .. k .. " must be a positive safe integer")
-    end
-    out[k] = v
+    out[k] = schema.positive(prefix, "config." .. k, v)
   end
   if out.maxWallMs > 2147483647 then fail("config.maxWallMs must be at most 2147483647") end
   if out.killGraceMs > 2147483647 then fail("config.killGraceMs must be at most 2147483647") end
@@ -163,6 +163,32 @@ function M.validate_config(prefix, cfg, extra)
   end
   out.luaLibraries = libs
   return out
+end
+
+--- The config of a Code Mode provider named name: its keys (the seam's,
+--- luaLibraries and extra's) and its validate (an unknown key raises naming
+--- the closest known one, dsh.schema; then validate_config; each extra key
+--- must be an absolute path).
+---@param name string
+---@param extra table<string, boolean>  the provider's own keys
+---@return string[] keys, fun(cfg:table):table validate
+function M.provider_config(name, extra)
+  local keys = { "luaLibraries" }
+  for k in pairs(M.DEFAULTS) do keys[#keys + 1] = k end
+  for k in pairs(extra) do keys[#keys + 1] = k end
+  table.sort(keys)
+  local function validate(cfg)
+    if type(cfg) == "table" then schema.keys(name, cfg, keys) end
+    local out = M.validate_config(name, cfg or {}, extra)
+    for k in pairs(extra) do
+      local v = out[k]
+      if v ~= nil and (type(v) ~= "string" or v:sub(1, 1) ~= "/") then
+        errors.misuse(name, "config.%s must be an absolute path", k)
+      end
+    end
+    return out
+  end
+  return keys, validate
 end
 
 -- Service ------------------------------------------------------------------------
@@ -196,13 +222,19 @@ Service.__tostring = function(s)
   return string.format("%s(%d live%s)", s.name, n, s._disposing and ", disposed" or "")
 end
 
---- A service over a backend:
+--- The backend contract: the functions every backend provides. A backend is
+--- a table with
 ---   backend.name, backend.label ("E2B runtime"), backend.isolation
 ---   backend.subprocess          the ctx.subprocess service runs are started with
 ---   backend.cwd                 where runs start
 ---   backend:prepare(check)      -> {root=, luajit=, node=} | nil, err; check() -> nil, err once disposed
+--- and fails with CODE_RUNTIME_SETUP (or what ctx.subprocess says).
+M.BACKEND = { "prepare" }
+
+--- A service over a backend (M.BACKEND).
 ---@return dsh.code_runtime.Service
 function M.service(backend, cfg)
+  schema.backend("dsh.code_runtime", "service", backend, M.BACKEND)
   local svc = setmetatable({
     name = backend.name, language = cfg.language, isolation = backend.isolation or "container",
     languages = { "lua", "typescript", "javascript" },

@@ -32,6 +32,7 @@ M.CATALOGUE = {
     TIMEOUT = "dsh.async.timeout ran out",
     DISPOSED = "the service or context is disposing or disposed",
     INVALID_ARGUMENT = "a tool's input does not match its parameters",
+    JSON = "text that is not valid JSON (dsh.json.decode: the parser's message)",
   },
   -- dsh.context: composition of providers.
   context = {
@@ -77,6 +78,8 @@ M.CATALOGUE = {
     SUBPROCESS_START = "the process group could not be started or published",
     SUBPROCESS_LOST = "the process's outcome can no longer be learned (its daemon is gone)",
     SUBPROCESS_CLOSED = "the process was already released",
+    SUBPROCESS_NOT_FOUND = "the process, its group or its terminal's foreground group is gone (a backend's "
+      .. "not-found, in the backend contract's words)",
     SUBPROCESS_CLEANUP = "a terminal's session could not be emptied (.survivors); closing it again retries",
     SUBPROCESS_ROLLBACK = "a failed start's rollback did not reach quiescence (.errors)",
     SUBPROCESS_DISPOSE = "several handles failed to release while disposing (.errors)",

@@ -5,6 +5,7 @@
 -- core status name (e.g. "ELIMIT"). Decoder errors are sticky.
 local F = require "dsh._ffi"
 local errors = require "dsh.errors"
+local json = require "dsh.json"
 local ffi, C = F.ffi, F.C
 
 local M = {}
@@ -13,9 +14,6 @@ local MAX_SAFE = 9007199254740991
 local json_p = ffi.new("const uint8_t *[1]")
 local len_p = ffi.new("size_t[1]")
 local out_n = ffi.new("size_t[1]")
-
-local cjson_ok, cjson = pcall(function() return require("cjson.safe").new() end)
-if not cjson_ok then cjson = nil end
 
 local EINVAL = C.DSH_EINVAL
 
@@ -82,19 +80,18 @@ function Decoder:push(s)
   end
 end
 
---- Like push, but decodes each frame's JSON into Lua values (lua-cjson; null
---- is cjson.null).
+--- Like push, but decodes each frame's JSON into Lua values (dsh.json; null
+--- is dsh.json.null).
 ---@param s string
 ---@return any[]|nil values
 ---@return dsh.Error? err
 function Decoder:push_values(s)
-  if not cjson then error("dsh.frame: push_values: lua-cjson is not installed", 2) end
   local texts, err, before = self:push(s)
   local values = {}
   for i, t in ipairs(texts or before) do
-    local v, why = cjson.decode(t)
-    if v == nil and why then
-      return nil, errors.new("FRAME", "E2B frame contained invalid JSON", { status = "EJSON", detail = why })
+    local v, jerr = json.decode(t)
+    if jerr then
+      return nil, errors.new("FRAME", "E2B frame contained invalid JSON", { status = "EJSON", detail = jerr.message })
     end
     values[i] = v
   end
@@ -121,29 +118,28 @@ function Decoder:close()
 end
 
 --- Encodes one JSON text as a frame.
----@param json string UTF-8 JSON text (not checked)
+---@param text string UTF-8 JSON text (not checked)
 ---@param max integer 1 .. 2^53-1
 ---@return string|nil frame
 ---@return dsh.Error? err
-function M.encode(json, max)
-  if type(json) ~= "string" then error("dsh.frame: encode: expected string, got " .. type(json), 2) end
+function M.encode(text, max)
+  if type(text) ~= "string" then error("dsh.frame: encode: expected string, got " .. type(text), 2) end
   if not check_max("encode", max) then return nil, fail(EINVAL) end
-  local cap = tonumber(C.dsh_frame_encoded_len(#json))
+  local cap = tonumber(C.dsh_frame_encoded_len(#text))
   local buf = ffi.new("char[?]", cap)
-  local rc = C.dsh_frame_encode(json, #json, max, buf, cap, out_n)
+  local rc = C.dsh_frame_encode(text, #text, max, buf, cap, out_n)
   if rc ~= 0 then return nil, fail(rc) end
   return ffi.string(buf, out_n[0])
 end
 
---- Serialises a Lua value with lua-cjson and encodes it as a frame.
+--- Serialises a Lua value with dsh.json and encodes it as a frame.
 ---@param v any
 ---@param max integer
 ---@return string|nil frame
 ---@return dsh.Error? err
 function M.encode_value(v, max)
-  if not cjson then error("dsh.frame: encode_value: lua-cjson is not installed", 2) end
-  local text = cjson.encode(v)
-  if type(text) ~= "string" then
+  local ok, text = pcall(json.encode, v)
+  if not ok then
     return nil, errors.new("FRAME", "E2B frame value is not JSON-serializable", { status = "EJSON" })
   end
   return M.encode(text, max)

@@ -28,6 +28,7 @@ local fe = require "dsh.fs._errors"
 local mutate = require "dsh.fs._mutate"
 local paths = require "dsh.fs._paths"
 local read = require "dsh.fs._read"
+local schema = require "dsh.schema"
 local transfer = require "dsh.fs._transfer"
 local tree = require "dsh.fs._tree"
 local watch = require "dsh.fs._watch"
@@ -39,6 +40,11 @@ M.CHUNK_BYTES = 64 * 1024
 M.NEW_FILE_MODE = mutate.NEW_FILE_MODE
 M.normalize = paths.normalize
 M.uuid = paths.uuid
+--- The backend contract: the functions every backend provides (dsh.FsBackend
+--- below says what each does; locate, children, packTree, unpackTree and
+--- watch are optional, names is needed unless children is there).
+M.BACKEND = { "realpath", "lstat", "stat", "open", "writeTemp", "chmod", "rename", "remove", "mkdir", "rmdir",
+  "removeTree" }
 --- The failure codes a backend may return (code -> meaning); see dsh.fs._errors.
 M.BACKEND_CODES = fe.BACKEND_CODES
 --- Codes from below a backend that reach the caller as they are (SANDBOX_GONE,
@@ -313,14 +319,10 @@ end
 ---@param b dsh.FsBackend
 ---@return dsh.Fs
 function M.new(b)
-  errors.check(MOD, "new: backend", b, "table")
+  schema.backend(MOD, "new", b, M.BACKEND)
   errors.check(MOD, "new: backend.prefix", b.prefix, "string")
   errors.check(MOD, "new: backend.cwd", b.cwd, "string")
   if b.cwd:sub(1, 1) ~= "/" then errors.misuse(MOD, "new: backend.cwd must be absolute: %s", b.cwd) end
-  for _, m in ipairs { "realpath", "lstat", "stat", "open", "writeTemp", "chmod", "rename", "remove", "mkdir",
-    "rmdir", "removeTree" } do
-    errors.check(MOD, "new: backend." .. m, b[m], "function")
-  end
   if not b.children then errors.check(MOD, "new: backend.names", b.names, "function") end
   return setmetatable({ kind = b.prefix, cwd = paths.normalize(b.cwd), _b = b, _locks = {}, _commits = 0,
     _watches = {} }, FS)

@@ -41,6 +41,7 @@
 -- exact reason given to the signal).
 local async = require "dsh.async"
 local errors = require "dsh.errors"
+local faults = require "dsh.faults"
 
 local M = {}
 local MOD = "dsh.lsp"
@@ -96,11 +97,32 @@ Lsp.__tostring = function(l)
   return string.format("dsh.lsp(%d providers%s)", n, l._disposed and ", disposed" or "")
 end
 
+--- The registry's fault-injection points (dsh.faults): beforeRead, fn(path),
+--- runs with a source's canonical path right before a provider's reader
+--- opens it (a file swapped for a symlink then must still be refused).
+M.FAULT_POINTS = { "beforeRead" }
+
 --- An empty registry.
 ---@return dsh.Lsp
 function M.new()
-  return setmetatable({ _by_id = {}, _by_ext = {} }, Lsp)
+  return setmetatable({ _by_id = {}, _by_ext = {}, _faults = faults.points(MOD, M.FAULT_POINTS) }, Lsp)
 end
+
+--- Arm fn at a fault point (M.FAULT_POINTS) of every provider registered
+--- here, or disarm it (fn nil): a seam for specs and `dsh poc`.
+---@param point string
+---@param fn function|nil
+function Lsp:injectFault(point, fn)
+  self._faults:inject(point, fn)
+end
+
+--- The backend contract: a registration (dsh.lsp.Registration) is a table
+--- with id (a non-empty string), extensionToLanguage ({[".ext"] = language})
+--- and these functions (query(req, opts) → result | nil, err with a code of
+--- M.codes); register() says LSP_INVALID_PROVIDER when one is missing, an
+--- expected failure here because registrations come from configuration
+--- (every world's are dsh.lsp.backend's).
+M.BACKEND = { "query" }
 
 -- Everything about p that can be wrong without looking at the registry.
 local function check_registration(p)
@@ -109,8 +131,10 @@ local function check_registration(p)
   if type(id) ~= "string" or not id:find("%S") then
     return nil, E("LSP_INVALID_PROVIDER", "provider id must be a non-empty string")
   end
-  if type(p.query) ~= "function" then
-    return nil, E("LSP_INVALID_PROVIDER", 'provider "%s" has no query function', id)
+  for _, fn in ipairs(M.BACKEND) do
+    if type(p[fn]) ~= "function" then
+      return nil, E("LSP_INVALID_PROVIDER", 'provider "%s" has no %s function', id, fn)
+    end
   end
   local map = p.extensionToLanguage
   if type(map) ~= "table" or next(map) == nil then

@@ -20,6 +20,7 @@
 local async = require "dsh.async"
 local errors = require "dsh.errors"
 local ptyenv = require "dsh.pty.env"
+local schema = require "dsh.schema"
 local signals = require "dsh.signals"
 
 local M = {}
@@ -94,14 +95,17 @@ function M.service()
     _next = 0, _ctl = async.controller() }, Service)
 end
 
---- Register a backend for a type. backend:spawn(req, signal) → session | nil,
---- err, where req = {id, owner, name, cwd, env} (see dsh.pty.session).
+--- The backend contract: backend:spawn(req, signal) → session | nil, err,
+--- where req = {id, owner, name, cwd, env}; the session is a dsh.pty.session
+--- over a driver (dsh.pty.session says what a driver provides; every world
+--- uses the one backend, dsh.pty.backend). Failures: the codes of M.codes.
+M.BACKEND = { "spawn" }
+
+--- Register a backend (M.BACKEND) for a type.
 ---@return true|nil, dsh.Error|nil
 function Service:registerBackend(type_, backend)
   if type(type_) ~= "string" or type_ == "" then misuse("registerBackend", "type must be a non-empty string") end
-  if type(backend) ~= "table" or type(backend.spawn) ~= "function" then
-    misuse("registerBackend", "backend must be a table with a spawn method")
-  end
+  schema.backend(MOD, "registerBackend", backend, M.BACKEND)
   if self._backends[type_] then
     return nil, errors.new(codes.DUPLICATE_BACKEND, MOD .. ": a backend of type " .. type_ .. " is registered")
   end

@@ -13,7 +13,7 @@
 --     ...                                 --   (did you mean "timeoutMs"?)
 --   end
 --
--- The value checks below (integer, number, one_of, path, string_map) raise
+-- The value checks below (integer, positive, number, one_of, path, string_map) raise
 -- with the same wording everywhere ("<key> must be ..."); a provider uses
 -- them or its own words, as its reference texts require.
 local errors = require "dsh.errors"
@@ -97,6 +97,27 @@ function M.keys(module, cfg, known)
   errors.misuse(module, 'unknown config key "%s" (known keys: %s)', key, table.concat(sorted, ", "))
 end
 
+-- Backend contracts ---------------------------------------------------------------
+
+--- Raise unless backend is a table with a function for every name of
+--- contract (a seam's M.BACKEND: the functions its backends provide); the
+--- message names the seam's method, the missing function and the contract.
+---@param module string  the seam, e.g. "dsh.subprocess"
+---@param what string    its constructor, e.g. "service"
+---@param backend any
+---@param contract string[]
+---@return table backend
+function M.backend(module, what, backend, contract)
+  if type(backend) ~= "table" then errors.misuse(module, "%s: backend must be a table, got %s", what, type(backend)) end
+  for _, name in ipairs(contract) do
+    if type(backend[name]) ~= "function" then
+      errors.misuse(module, "%s: backend.%s must be a function (the backend contract: %s)", what, name,
+        table.concat(contract, ", "))
+    end
+  end
+  return backend
+end
+
 -- Values ---------------------------------------------------------------------------
 
 --- cfg[key] as an integer in [lo, hi], default when absent.
@@ -105,6 +126,18 @@ function M.integer(module, cfg, key, default, lo, hi)
   if v == nil then return default end
   if type(v) ~= "number" or v ~= v or v % 1 ~= 0 or v < lo or v > hi then
     errors.misuse(module, "%s must be an integer in [%d, %d]", key, lo, hi)
+  end
+  return v
+end
+
+--- v as a positive safe integer (1 .. 2^53-1, and at most max when given);
+--- raises "<label> must be a positive safe integer<tail>" otherwise, where
+--- tail is how the caller's reference words the bound (" no greater than
+--- 2147483647"), "" by default.
+---@return integer
+function M.positive(module, label, v, max, tail)
+  if type(v) ~= "number" or v < 1 or v % 1 ~= 0 or v > (max or 2 ^ 53 - 1) then
+    errors.misuse(module, "%s must be a positive safe integer%s", label, tail or "")
   end
   return v
 end

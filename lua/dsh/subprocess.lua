@@ -24,8 +24,10 @@
 -- raised (a backend's bug).
 local async = require "dsh.async"
 local errors = require "dsh.errors"
+local faults = require "dsh.faults"
 local handle = require "dsh.subprocess._handle"
 local output = require "dsh.subprocess._output"
+local schema = require "dsh.schema"
 local sysutil = require "dsh.sysutil"
 local terminal = require "dsh.subprocess._terminal"
 
@@ -193,11 +195,74 @@ Service.__tostring = function(s)
   return string.format("%s(%d live%s)", s.name, n, s._disposing and ", disposing" or "")
 end
 
---- A service over a backend (the backend contract is in dsh.subprocess._handle).
+--- The service's fault-injection points (dsh.faults): afterStart, fn(handle,
+--- bp) → true | nil, err, runs once a spawn's process group exists and before
+--- the handle is published; a failure rolls the start back (the group is
+--- killed and waited for) and `done` resolves with it.
+M.FAULT_POINTS = { "afterStart" }
+
+-- The backend contract ----------------------------------------------------------
+-- A backend is a table; everything may await:
+--   backend.name, backend.cwd
+--   backend:state_dir(id)          where this process's spill files go
+--   backend:start(spec)            → bp | nil, err. spec = {argv, cwd, env, stdin="ignore"|"pipe",
+--                                    stdout/stderr = {mode="pipe"|"inherit"|"collect",
+--                                                     spill={path=, maxBytes=}},
+--                                    pty={rows=,cols=} (terminals), on_data=fn(stream, bytes) (may wait),
+--                                    on_gap=fn(stream, n) (n bytes were lost, e.g. across a reconnect)}
+--   bp.pid                         the process group id
+--   bp:write(s) / bp:close_stdin() → true | nil, err
+--   bp:signal(sig)                 to the whole group → true | nil, err
+--   bp:terminate(grace_ms)         TERM to the group now, KILL after grace_ms unless it is empty
+--   bp:kill()                      KILL to the group now (rollback)
+--   bp:wait()                      → {exit_code=, signal=} | nil, err, once the leader ended and all
+--                                    output was delivered through on_data (the words of dsh.proc
+--                                    and the envd client: the seam turns them into the reference's)
+--   bp:wait_quiescent(signal)      → true (group empty) | false (aborted) | nil, err
+--   bp:remove(paths, dir)          delete spill files (and dir when given); errors ignored
+--   bp:spill_size(path)            the spill file's size in bytes, nil when it cannot be learned
+--   bp:resize(rows, cols)          terminals
+--   bp:signal_foreground(sig)      terminals: to the terminal's foreground process group → pgid | nil, err
+--   bp:foreground()                terminals: that process group → pgid | nil, err
+--   bp:kill_session()              terminals: SIGKILL whatever is left in the session (other job groups)
+--   bp:session_groups()            terminals: pgids with a live member in the session → list | nil, err
+--   bp:signal_session(sig)         terminals: sig to every group of the session (SIGTERM: then SIGCONT)
+--   bp:close()                     release everything (idempotent)
+--   backend:resolveExecutable(cmd), backend:dispose() (optional)
+--   Failures are nil, err in the contract's words (M.BACKEND_CODES), or what
+--   the world below says when it is about the sandbox (SANDBOX_GONE,
+--   SANDBOX_UNRESPONSIVE, DISPOSED) or the wire (envd's codes) and nothing
+--   finer exists.
+
+--- The functions every backend provides (the rest: above, on the process
+--- its start returns).
+M.BACKEND = { "state_dir", "start", "resolveExecutable" }
+
+--- The codes a backend's process object returns in the contract's own words
+--- (code -> meaning), as dsh.fs.BACKEND_CODES.
+M.BACKEND_CODES = {
+  SUBPROCESS_NOT_FOUND = "the process, its group or its terminal's foreground group is gone",
+  SUBPROCESS_CLOSED = "the process was released",
+  SUBPROCESS_START = "the process could not be started",
+  SUBPROCESS_EXECUTABLE = "resolveExecutable found no single absolute path",
+}
+
+--- A service over a backend (M.BACKEND).
 ---@param backend table
 ---@return dsh.subprocess.Service
 function M.service(backend)
-  return setmetatable({ name = backend.name, cwd = backend.cwd, _backend = backend, _live = {} }, Service)
+  schema.backend(MOD, "service", backend, M.BACKEND)
+  return setmetatable({ name = backend.name, cwd = backend.cwd, _backend = backend, _live = {},
+    _faults = faults.points(MOD, M.FAULT_POINTS) }, Service)
+end
+
+--- Arm fn at a fault point (M.FAULT_POINTS), or disarm it (fn nil): a seam
+--- for specs and `dsh poc`, which make a start fail where no real fault can
+--- be arranged on demand.
+---@param point string
+---@param fn function|nil
+function Service:injectFault(point, fn)
+  self._faults:inject(point, fn)
 end
 
 ---@class dsh.subprocess.SpawnOpts

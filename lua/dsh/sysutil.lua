@@ -183,19 +183,53 @@ function M.list_dir(path)
   return out
 end
 
+--- What /proc/<pid>/stat says of pid: {state=, ppid=, pgrp=, session=,
+-- tpgid= (the foreground process group of its terminal; 0 or -1: none),
+-- starttime= (clock ticks since boot, a decimal string)}, or nil when no
+-- such process is there (a zombie is: state "Z"). The one reader of that
+-- file on the host; the command name may hold anything, so fields are
+-- counted after its last ")".
+---@return table|nil
+function M.proc_stat(pid)
+  local s = M.read_file("/proc/" .. pid .. "/stat")
+  local rest = s and s:match("^%d+ %(.*%) (.*)$")
+  if not rest then return nil end
+  local f = {}
+  for x in rest:gmatch("%S+") do f[#f + 1] = x end
+  -- rest starts at field 3 (state): pgrp is field 5, tpgid 8, starttime 22
+  return { state = f[1], ppid = tonumber(f[2]), pgrp = tonumber(f[3]), session = tonumber(f[4]),
+    tpgid = tonumber(f[6]), starttime = f[20] }
+end
+
+--- The process groups with a live (not zombie) member in session sid, sorted:
+-- the one walk of /proc over a terminal's session on the host (dshd has its
+-- own, remote/dshd/process_terminal.c).
+---@param sid integer
+---@return integer[]
+function M.session_groups(sid)
+  local seen, out = {}, {}
+  for name in lfs.dir("/proc") do
+    if name:match("^%d+$") then
+      local st = M.proc_stat(name)
+      if st and st.session == sid and st.state ~= "Z" and st.state ~= "X" and not seen[st.pgrp] then
+        seen[st.pgrp] = true
+        out[#out + 1] = st.pgrp
+      end
+    end
+  end
+  table.sort(out)
+  return out
+end
+
 --- Start time of pid in clock ticks since boot (field 22 of /proc/pid/stat),
 -- a decimal string; nil, err (NOT_FOUND) when no such process lives.
 ---@return string|nil, dsh.Error?
 function M.start_time(pid)
-  local s = M.read_file("/proc/" .. pid .. "/stat")
-  local rest = s and s:match("^%d+ %b() (.*)$")
-  local fields = {}
-  for f in (rest or ""):gmatch("%S+") do fields[#fields + 1] = f end
-  -- rest starts at field 3 (state); field 22 is starttime
-  if not fields[20] or fields[1] == "Z" then
+  local st = M.proc_stat(pid)
+  if not st or not st.starttime or st.state == "Z" then
     return nil, errors.new("NOT_FOUND", "start_time: no live process " .. tostring(pid))
   end
-  return fields[20]
+  return st.starttime
 end
 
 --- "pid starttime" for this process, to be recorded in a pid file.

@@ -16,7 +16,6 @@
 local code_runtime = require "dsh.code_runtime"
 local errors = require "dsh.errors"
 local node = require "dsh.node"
-local schema = require "dsh.schema"
 
 local M = {
   name = "code-runtime-e2b",
@@ -26,25 +25,8 @@ local M = {
 
 local EXTRA = { luajit = true, node = true }
 
--- Every key: the seam's, luaLibraries and the provider's own (EXTRA).
-local KEYS = { "luaLibraries" }
-for k in pairs(code_runtime.DEFAULTS) do KEYS[#KEYS + 1] = k end
-for k in pairs(EXTRA) do KEYS[#KEYS + 1] = k end
-table.sort(KEYS)
-M.KEYS = KEYS
-
--- An unknown key raises naming the closest known one (dsh.schema).
-function M.validate(cfg)
-  if type(cfg) == "table" then schema.keys(M.name, cfg, KEYS) end
-  local out = code_runtime.validate_config(M.name, cfg or {}, EXTRA)
-  for k in pairs(EXTRA) do
-    local v = out[k]
-    if v ~= nil and (type(v) ~= "string" or v:sub(1, 1) ~= "/") then
-      errors.misuse(M.name, "config.%s must be an absolute path", k)
-    end
-  end
-  return out
-end
+-- Every key (the seam's, luaLibraries and the provider's own, EXTRA) and the check.
+M.KEYS, M.validate = code_runtime.provider_config(M.name, EXTRA)
 
 local Backend = {}
 Backend.__index = Backend

@@ -24,7 +24,7 @@
 -- SDK's setTimeout does) when half of it has passed since the last
 -- extension, and every half timeout while a stream is open. An extension
 -- that failed is tried again by the next call (its error is kept in
--- handle.timeout_error). recover() (for dsh.providers.e2b.guard) asks
+-- handle.timeout_error). recover() (for dsh.providers.e2b.session) asks
 -- connect, which resumes a paused sandbox.
 local api = require "dsh.providers.e2b.cloud_api"
 local async = require "dsh.async"

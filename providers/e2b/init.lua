@@ -8,7 +8,7 @@
 -- context (a rollback); a reconnected one never is. Two backends: "local"
 -- (default, a dsh.sandbox) and "cloud" (E2B's control plane; envd over HTTPS).
 --
--- The sandbox's lifetime never surprises the host (dsh.providers.e2b.guard):
+-- The sandbox's lifetime never surprises the host (dsh.providers.e2b.session):
 -- a sandbox that paused (on its idle timeout, or from elsewhere) is resumed
 -- by the next call, files kept, processes gone (what waited on one says so);
 -- one that is gone for good (killed, or killed by its timeout) makes every
@@ -30,9 +30,9 @@
 -- so it does when the sandbox stopped answering while the context ran.
 local async = require "dsh.async"
 local errors = require "dsh.errors"
-local guard = require "dsh.providers.e2b.guard"
 local loop = require "dsh.loop"
 local schema = require "dsh.providers.e2b.schema"
+local session = require "dsh.providers.e2b.session"
 
 local M = {
   name = "dsh-e2b",
@@ -68,8 +68,8 @@ function E2B._disposed_error(_)
 end
 
 --- The sandbox {id=, envd=}, or nil, err: DISPOSED once disposal began,
--- SANDBOX_GONE once the sandbox is known to be gone. envd is the guarded
--- client (see the header): hold on to it, it stays valid across a resume.
+-- SANDBOX_GONE once the sandbox is known to be gone. envd is the sandbox's
+-- envd session (see the header): hold on to it, it stays valid across a resume.
 function E2B:getSandbox()
   if self._disposing then return nil, self:_disposed_error() end
   if self._gone then return nil, self._gone end
@@ -229,7 +229,7 @@ function M.metrics(cfg, id, opts)
 end
 
 -- cwd, then the runtime root, then chmod 700 (reference §1 step 3),
--- through envd (the guarded client at setup, the new daemon's after a resume).
+-- through envd (the session at setup, the new daemon's client after a resume).
 local function prepare(service, envd)
   local ok, err = envd:make_dir(service.cwd)
   if not ok and err.code ~= "already_exists" then return nil, err end
@@ -265,15 +265,14 @@ function M.setup(scope, cfg)
   end
   if not h then return nil, err end
   service._handle = h
-  service._guard = guard.new(service, h)
   -- a local sandbox keeps only /home/user and /tmp across a pause: make the
   -- directories again on the daemon it resumed with
-  service._guard.on_resume = function() return prepare(service, h.envd) end
-  service._sb = { id = h.id, envd = service._guard.proxy }
+  service._session = session.new(service, h, { on_resume = function() return prepare(service, h.envd) end })
+  service._sb = { id = h.id, envd = service._session }
   local setup_done, deadline = false, nil
   -- dispose began: the sandbox has disposeTimeoutMs to let it finish
+  -- (not after a rollback: a failed start already ran the cleanup below)
   scope.signal:on_abort(function()
-    -- nothing to time once its cleanup ran (a failed start rolled it back)
     if not setup_done or service._disposing then return end
     deadline = loop.timer(function()
       deadline:close()

@@ -2,7 +2,7 @@
 --
 -- Activity is dshd's to count: a request, or an open stream, keeps its idle
 -- timeout from expiring, so nothing is sent to extend it. recover() (for
--- dsh.providers.e2b.guard) reads the host's records: a paused sandbox is
+-- dsh.providers.e2b.session) reads the host's records: a paused sandbox is
 -- resumed (its processes ended with the pause), a deleted one is gone, and
 -- the records say why and when. list, info and metrics speak E2B's shapes
 -- (as the cloud backend returns them) from the host's records and the

@@ -208,15 +208,15 @@ end
 -- nothing is inferred: a status is a status.
 function Compat:_outcome(e)
   if self._term_sent and e.exited then
-    if e.exit_code == signals.number("SIGTERM") then return { exitCode = nil, signal = "SIGTERM" } end
-    if e.exit_code == signals.number("SIGKILL") then return { exitCode = nil, signal = "SIGKILL" } end
+    if e.exit_code == signals.number("SIGTERM") then return { exit_code = nil, signal = "SIGTERM" } end
+    if e.exit_code == signals.number("SIGKILL") then return { exit_code = nil, signal = "SIGKILL" } end
   end
   if not e.exited and e.status then
     local what = e.status:match("^signal: (%a+)")
-    if what == "killed" then return { exitCode = nil, signal = "SIGKILL" } end
-    if what == "terminated" then return { exitCode = nil, signal = "SIGTERM" } end
+    if what == "killed" then return { exit_code = nil, signal = "SIGKILL" } end
+    if what == "terminated" then return { exit_code = nil, signal = "SIGTERM" } end
   end
-  return { exitCode = e.exit_code, signal = nil }
+  return { exit_code = e.exit_code, signal = nil }
 end
 
 function Compat:signal(sig)
@@ -224,7 +224,9 @@ function Compat:signal(sig)
   if not num then errors.misuse(NAME, "signal: unknown signal %s", tostring(sig)) end
   local r, err = exec_script(self, [[kill -s "$2" -- "-$1"]], tostring(self.pid), tostring(num))
   if not r then return nil, err end
-  if r.exit_code ~= 0 then return nil, errors.new("not_found", "process group " .. self.pid .. " is gone") end
+  if r.exit_code ~= 0 then
+    return nil, errors.new("SUBPROCESS_NOT_FOUND", "process group " .. self.pid .. " is gone")
+  end
   return true
 end
 

@@ -54,12 +54,12 @@ function M.start(backend, client, spec)
 end
 
 function Native._outcome(_, e)
-  if e.signal then return { exitCode = nil, signal = e.signal } end
-  return { exitCode = e.exit_code, signal = nil }
+  if e.signal then return { exit_code = nil, signal = e.signal } end
+  return { exit_code = e.exit_code, signal = nil }
 end
 
 function Native:signal(sig)
-  return self._client:send_signal(self.pid, sig, { group = true })
+  return remote.contract(self._client:send_signal(self.pid, sig, { group = true }))
 end
 
 -- How long a group may take to end after SIGKILL before the host gives up on it.
@@ -89,14 +89,16 @@ end
 function Native:foreground()
   if not sessions(self) then return remote.Proc.foreground(self) end
   local st, err = self._client:group_status(self.pid)
-  if not st then return nil, err end
-  if not st.foreground_pgid then return nil, errors.new("not_found", "the terminal has no foreground process group") end
+  if not st then return remote.contract(nil, err) end
+  if not st.foreground_pgid then
+    return nil, errors.new("SUBPROCESS_NOT_FOUND", "the terminal has no foreground process group")
+  end
   return st.foreground_pgid
 end
 
 function Native:signal_foreground(sig)
   if not sessions(self) then return remote.Proc.signal_foreground(self, sig) end
-  return self._client:signal_terminal(self.pid, sig, { foreground = true })
+  return remote.contract(self._client:signal_terminal(self.pid, sig, { foreground = true }))
 end
 
 --- To every group of the session natively (dshd sends SIGCONT after a

@@ -33,6 +33,17 @@ function M.unresponsive(err)
   return type(err) == "table" and err.code == "SANDBOX_UNRESPONSIVE"
 end
 
+--- An envd failure about a process in the subprocess contract's words
+-- (dsh.subprocess.BACKEND_CODES): not_found (no such process or group) is
+-- SUBPROCESS_NOT_FOUND; anything else passes as it is. ok, err in, out.
+function M.contract(ok, err)
+  if ok == nil and type(err) == "table" and err.code == "not_found" then
+    return nil, errors.new("SUBPROCESS_NOT_FOUND", tostring(err.message), { cause = err })
+  end
+  return ok, err
+end
+local contract = M.contract
+
 function M.lost(pid, err)
   return errors.new("SUBPROCESS_LOST", string.format(
     "%s: lost the connection to process %d and could not reconnect: %s", NAME, pid,
@@ -179,7 +190,7 @@ function Proc:write(s)
       delay = math.min((delay or 1) * 2, 50)
       async.sleep(delay)
     else
-      return nil, err
+      return contract(nil, err)
     end
   until i > n
   return true
@@ -187,13 +198,13 @@ end
 
 function Proc:close_stdin()
   if self._closed then return true end
-  if self._pty then return self._client:send_pty(self._envd_pid, "\4") end
-  return self._client:close_stdin(self._envd_pid)
+  if self._pty then return contract(self._client:send_pty(self._envd_pid, "\4")) end
+  return contract(self._client:close_stdin(self._envd_pid))
 end
 
 function Proc:resize(rows, cols)
   if self._closed then return nil, self:_closed_error() end
-  return self._client:update_pty(self._envd_pid, rows, cols)
+  return contract(self._client:update_pty(self._envd_pid, rows, cols))
 end
 
 -- The foreground group can end between the look and the kill (a loop's
@@ -217,7 +228,7 @@ function Proc:signal_foreground(sig)
   if not r then return nil, err end
   local fg = tonumber(r.stdout:match("%d+"))
   if r.exit_code ~= 0 or not fg then
-    return nil, errors.new("not_found", "the terminal's process group is gone")
+    return nil, errors.new("SUBPROCESS_NOT_FOUND", "the terminal's process group is gone")
   end
   return fg
 end
@@ -228,7 +239,7 @@ function Proc:foreground()
   if not r then return nil, err end
   local fg = tonumber(r.stdout:match("%d+"))
   if r.exit_code ~= 0 or not fg or fg <= 0 then
-    return nil, errors.new("not_found", "the terminal has no foreground process group")
+    return nil, errors.new("SUBPROCESS_NOT_FOUND", "the terminal has no foreground process group")
   end
   return fg
 end
@@ -297,7 +308,7 @@ function Proc:spill_size(path)
   return e and e.size
 end
 
---- {exitCode=, signal=} once the end event arrived, nil, err when the process was lost.
+--- {exit_code=, signal=} once the end event arrived, nil, err when the process was lost.
 function Proc:wait()
   self._pump_done:await()
   if self._err then return nil, self._err end

@@ -77,7 +77,7 @@ function Proc:wait()
   if not self._p then return nil, errors.new("SUBPROCESS_CLOSED", NAME .. ": the process was released") end
   local st, err = self._p:wait()
   if not st then return nil, err end
-  return { exitCode = st.exit_code, signal = st.signal }
+  return st -- {exit_code=, signal=}, as dsh.proc says it
 end
 
 function Proc:write(s)
@@ -96,18 +96,17 @@ function Proc:signal(sig)
   return self._p:signal(sig, true)
 end
 
--- Field 8 of /proc/<pid>/stat: the foreground process group of its terminal.
+-- The foreground process group of the terminal pid leads (field 8 of its /proc stat).
 local function tpgid(pid)
-  local stat = sysutil.read_file("/proc/" .. pid .. "/stat") or ""
-  local rest = stat:match("^%d+ %b() (.*)$") or ""
-  local fields = {}
-  for f in rest:gmatch("%S+") do fields[#fields + 1] = f end
-  return tonumber(fields[6]) -- rest starts at field 3
+  local st = sysutil.proc_stat(pid)
+  return st and st.tpgid
 end
 
 function Proc:foreground()
   local fg = tpgid(self.pid)
-  if not fg or fg <= 0 then return nil, errors.new("not_found", "the terminal has no foreground process group") end
+  if not fg or fg <= 0 then
+    return nil, errors.new("SUBPROCESS_NOT_FOUND", "the terminal has no foreground process group")
+  end
   return fg
 end
 
@@ -118,32 +117,12 @@ function Proc:signal_foreground(sig)
   local fg = tpgid(self.pid)
   if not fg or fg <= 0 then fg = self.pid end
   if not sysutil.kill(-fg, num) then
-    return nil, errors.new("not_found", "process group " .. fg .. " is gone")
+    return nil, errors.new("SUBPROCESS_NOT_FOUND", "process group " .. fg .. " is gone")
   end
   return fg
 end
 
--- Process groups with a live member in session sid (fields 3-6 of /proc/<pid>/stat
--- after the command name: state, ppid, pgrp, session).
-local function session_groups(sid)
-  local want, seen, out = tostring(sid), {}, {}
-  for name in lfs.dir("/proc") do
-    if name:match("^%d+$") then
-      local stat = sysutil.read_file("/proc/" .. name .. "/stat") or ""
-      local rest = stat:match("^%d+ %b() (.*)$") or ""
-      local f = {}
-      for x in rest:gmatch("%S+") do
-        f[#f + 1] = x
-        if #f == 4 then break end
-      end
-      if f[4] == want and f[1] ~= "Z" and f[1] ~= "X" and not seen[f[3]] then
-        seen[f[3]] = true
-        out[#out + 1] = tonumber(f[3])
-      end
-    end
-  end
-  return out
-end
+local session_groups = sysutil.session_groups
 
 --- Terminals: the process groups with a live member in the leader's session.
 function Proc:session_groups()
@@ -289,7 +268,11 @@ local function default_spill_root()
   return tmp .. "/dsh-" .. sysutil.getuid() .. "/subprocess-" .. sysutil.random_id(12)
 end
 
-function M.setup(scope, cfg)
+--- A subprocess service on this machine for a validated config (what setup
+-- publishes; pty-local runs its terminals on one of its own). Its dispose
+-- ends every process and removes the spill directory it made.
+---@return dsh.subprocess.Service
+function M.service(cfg)
   local backend = setmetatable({
     name = NAME,
     cwd = cfg.cwd or lfs.currentdir(),
@@ -302,7 +285,11 @@ function M.setup(scope, cfg)
     local parent = backend._spill_root:match("^(.*)/[^/]+$")
     sysutil.mkdir_p(parent, "700")
   end
-  local svc = subprocess.service(backend)
+  return subprocess.service(backend)
+end
+
+function M.setup(scope, cfg)
+  local svc = M.service(cfg)
   scope:on_dispose(function() return svc:dispose() end)
   return svc
 end

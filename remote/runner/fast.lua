@@ -38,7 +38,7 @@ function M.ascii(s)
 end
 
 --- True when s is strict UTF-8 (no overlongs, surrogates or > U+10FFFF),
---- as code-runtime-wire.lua's valid_utf8 (which walks it in Lua patterns).
+--- as code-runtime-json.lua's valid_utf8 (which walks it in Lua patterns).
 function M.valid_utf8(s)
   local p, n, i = cast("const uint8_t *", s), #s, 0
   while i < n do
@@ -73,7 +73,7 @@ local HEX = "0123456789abcdef"
 local SHORT = { [8] = 98, [9] = 116, [10] = 110, [12] = 102, [13] = 114 } -- \b \t \n \f \r
 local qbuf, qcap = nil, 0
 
---- The JSON text of s, as code-runtime-wire.lua's quote gives it (controls
+--- The JSON text of s, as code-runtime-json.lua's quote gives it (controls
 --- escaped, DEL kept, an encoded surrogate written as its \u escape).
 function M.quote(s)
   if M.plain(s) then return '"' .. s .. '"' end

@@ -28,10 +28,13 @@ local ffi = require "ffi"
 local bit = require "bit"
 
 local DIR = arg[0]:match("^(.*)/[^/]*$") or "."
+-- the wire's text half, as the wire requires it (the host's module name)
+package.preload["dsh.code_runtime._json"] = function() return dofile(DIR .. "/code-runtime-json.lua") end
+local J = require "dsh.code_runtime._json"
 local W = dofile(DIR .. "/code-runtime-wire.lua")
 local fast = dofile(DIR .. "/code-runtime-fast.lua")
--- the wire's byte loops through the FFI (same results, ~10x faster than its patterns)
-W.valid_utf8, W.quote, W.has_control = fast.valid_utf8, fast.quote, fast.has_control
+-- the text half's byte loops through the FFI (same results, ~10x faster than its patterns)
+J.valid_utf8, J.quote, J.has_control = fast.valid_utf8, fast.quote, fast.has_control
 
 ffi.cdef [[
 int pipe2(int fd[2], int flags);
@@ -243,7 +246,7 @@ local function incomplete_suffix(s)
 end
 
 local function sanitize(s)
-  if fast.ascii(s) or W.valid_utf8(s) then return s end
+  if fast.ascii(s) or J.valid_utf8(s) then return s end
   local out, i, n = {}, 1, #s
   while i <= n do
     local j = s:find("[\128-\255]", i) or n + 1
@@ -251,7 +254,7 @@ local function sanitize(s)
     if j > n then break end
     local need = lead_len(s:byte(j))
     local piece = need > 0 and s:sub(j, j + need - 1) or ""
-    if need > 0 and #piece == need and W.valid_utf8(piece) then
+    if need > 0 and #piece == need and J.valid_utf8(piece) then
       out[#out + 1] = piece
       i = j + need
     else
@@ -269,7 +272,7 @@ local log_bytes = 0
 local function send_log(text, more)
   if log_bytes > boot.maxOutputBytes then return false end
   log_bytes = log_bytes + #text
-  local q = fast.plain(text) and ('"' .. text .. '"') or W.quote(text)
+  local q = fast.plain(text) and ('"' .. text .. '"') or J.quote(text)
   send('{"type":"log","text":' .. q .. (more and ',"more":true}' or "}"))
   return log_bytes <= boot.maxOutputBytes
 end
@@ -441,7 +444,7 @@ local function finish(terminal)
 end
 
 local function fail(kind, message)
-  finish('{"type":"done","error":{"kind":' .. W.quote(kind) .. ',"message":' .. W.quote(message) .. "}}")
+  finish('{"type":"done","error":{"kind":' .. J.quote(kind) .. ',"message":' .. J.quote(message) .. "}}")
 end
 
 local KINDS = { exception = true, timeout = true, abort = true, ["worker-exit"] = true,
@@ -457,7 +460,7 @@ end
 
 -- One message from the worker; malformed ones are ignored (§3.2).
 local function on_worker_message(line)
-  local m = W.decode_json(line, true) -- whatever it holds is re-encoded before it goes on
+  local m = J.decode_json(line, true) -- whatever it holds is re-encoded before it goes on
   if type(m) ~= "table" or getmetatable(m) == W.array_mt then return end
   local t = m.type
   if t == "log" then
@@ -467,9 +470,9 @@ local function on_worker_message(line)
     if not safe_id(m.id) or type(m.global) ~= "string" or type(m.name) ~= "string" or not is_array(m.args) then
       return
     end
-    local args = W.encode_json(m.args)
-    send('{"type":"call","id":' .. W.number(m.id) .. ',"global":' .. W.quote(sanitize(m.global))
-      .. ',"name":' .. W.quote(sanitize(m.name)) .. ',"args":' .. args .. "}")
+    local args = J.encode_json(m.args)
+    send('{"type":"call","id":' .. J.number(m.id) .. ',"global":' .. J.quote(sanitize(m.global))
+      .. ',"name":' .. J.quote(sanitize(m.name)) .. ',"args":' .. args .. "}")
   elseif t == "output-limit" then
     finish('{"type":"output-limit"}')
   elseif t == "done" then
@@ -479,7 +482,7 @@ local function on_worker_message(line)
       fail(e.kind, sanitize(e.message))
     elseif m.value ~= nil then
       if not is_array(m.value) then return end
-      finish('{"type":"done","value":' .. W.encode_json(m.value) .. "}")
+      finish('{"type":"done","value":' .. J.encode_json(m.value) .. "}")
     else
       finish('{"type":"done"}')
     end
@@ -517,7 +520,7 @@ end
 -- One frame from the host.
 local function on_host_frame(line)
   local json = #line <= MAX_ENCODED and b64decode(line)
-  local m = json and #json <= MAX_FRAME and W.valid_utf8(json) and W.decode_json(json)
+  local m = json and #json <= MAX_FRAME and J.valid_utf8(json) and J.decode_json(json)
   if type(m) ~= "table" or getmetatable(m) == W.array_mt then
     io.stderr:write("code-runtime frame error: a frame that is not base64 JSON within maxFrameBytes\n")
     return fail("worker-exit", "remote runner received a malformed frame")
@@ -547,10 +550,10 @@ local function on_host_frame(line)
   if m.type == "reply" and safe_id(m.id) and type(m.ok) == "boolean" then
     if m.ok then
       if not is_array(m.value) then return end
-      to_worker('{"type":"reply","id":' .. W.number(m.id) .. ',"ok":true,"value":' .. W.encode_json(m.value) .. "}\n")
+      to_worker('{"type":"reply","id":' .. J.number(m.id) .. ',"ok":true,"value":' .. J.encode_json(m.value) .. "}\n")
     else
       local msg = type(m.message) == "string" and m.message or tostring(m.message)
-      to_worker('{"type":"reply","id":' .. W.number(m.id) .. ',"ok":false,"message":' .. W.quote(msg) .. "}\n")
+      to_worker('{"type":"reply","id":' .. J.number(m.id) .. ',"ok":false,"message":' .. J.quote(msg) .. "}\n")
     end
   end
 end

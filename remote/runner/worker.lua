@@ -11,10 +11,13 @@
 -- break the transport.
 local ffi = require "ffi"
 local DIR = arg[0]:match("^(.*)/[^/]*$") or "."
+-- the wire's text half, as the wire requires it (the host's module name)
+package.preload["dsh.code_runtime._json"] = function() return dofile(DIR .. "/code-runtime-json.lua") end
+local J = require "dsh.code_runtime._json"
 local W = dofile(DIR .. "/code-runtime-wire.lua")
 local fast = dofile(DIR .. "/code-runtime-fast.lua")
--- the wire's byte loops through the FFI (same results, ~10x faster than its patterns)
-W.valid_utf8, W.quote, W.has_control = fast.valid_utf8, fast.quote, fast.has_control
+-- the text half's byte loops through the FFI (same results, ~10x faster than its patterns)
+J.valid_utf8, J.quote, J.has_control = fast.valid_utf8, fast.quote, fast.has_control
 
 local concat, select, tostring, type, pairs, ipairs, setmetatable, getmetatable, error, xpcall =
   table.concat, select, tostring, type, pairs, ipairs, setmetatable, getmetatable, error, xpcall
@@ -67,7 +70,7 @@ local function get_line()
   end
 end
 
-local boot = W.decode_json(get_line())
+local boot = J.decode_json(get_line())
 local MAX_OUT = boot.maxOutputBytes
 
 -- Logs ---------------------------------------------------------------------------
@@ -100,18 +103,18 @@ local function log(text)
     local k = cut_from(text, at, LOG_PIECE)
     if k == 0 then k = LOG_PIECE end
     local piece = sub(text, at + 1, at + k)
-    put('{"type":"log","more":true,"text":' .. (fast.plain(piece) and ('"' .. piece .. '"') or W.quote(piece)) .. "}\n")
+    put('{"type":"log","more":true,"text":' .. (fast.plain(piece) and ('"' .. piece .. '"') or J.quote(piece)) .. "}\n")
     at = at + k
   end
   if at > 0 then text = sub(text, at + 1) end
-  put('{"type":"log","text":' .. (fast.plain(text) and ('"' .. text .. '"') or W.quote(text)) .. "}\n")
+  put('{"type":"log","text":' .. (fast.plain(text) and ('"' .. text .. '"') or J.quote(text)) .. "}\n")
 end
 
 -- print's rendering of a value: strings as they are, tables as a short
 -- JSON-like text (depth 4, 100 items), the rest with tostring.
 local function inspect(v, depth)
   local t = type(v)
-  if t == "string" then return depth == 0 and v or W.quote(v) end
+  if t == "string" then return depth == 0 and v or J.quote(v) end
   if v == W.null then return "null" end
   if t ~= "table" then return tostring(v) end
   local mt = getmetatable(v)
@@ -171,10 +174,10 @@ local function binding(global, name, class, member)
     if not wire then binding_error(class, member, name, "binding arguments must be lossless JSON") end
     next_id = next_id + 1
     local id = next_id
-    put('{"type":"call","id":' .. id .. ',"global":' .. W.quote(global) .. ',"name":' .. W.quote(name)
+    put('{"type":"call","id":' .. id .. ',"global":' .. J.quote(global) .. ',"name":' .. J.quote(name)
       .. ',"args":' .. wire .. "}\n")
     while true do
-      local r = W.decode_json(get_line())
+      local r = J.decode_json(get_line())
       if type(r) == "table" and r.type == "reply" and r.id == id then
         if r.ok ~= true then binding_error(class, member, name, tostring(r.message)) end
         local value = W.from_tokens(r.value)
@@ -240,7 +243,7 @@ end
 -- Running --------------------------------------------------------------------------------
 
 local function done_error(kind, message)
-  put('{"type":"done","error":{"kind":' .. W.quote(kind) .. ',"message":' .. W.quote(message) .. "}}\n")
+  put('{"type":"done","error":{"kind":' .. J.quote(kind) .. ',"message":' .. J.quote(message) .. "}}\n")
   os.exit(0)
 end
 
@@ -286,7 +289,7 @@ if not ok then
   value = nil
   collectgarbage()
   local text = rendered or (type(raw) == "string" and raw) or nil
-  if not text or not W.valid_utf8(text) then text = "program threw an unrenderable value" end
+  if not text or not J.valid_utf8(text) then text = "program threw an unrenderable value" end
   done_error("exception", text)
 end
 if value == nil then

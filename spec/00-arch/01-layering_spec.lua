@@ -72,6 +72,8 @@ local LAYERS = {
   { name = "runtime", paths = { "^lua/dsh/async%.lua$", "^lua/dsh/errors%.lua$", "^lua/dsh/signals%.lua$",
     "^lua/dsh/schema%.lua$",
     "^lua/dsh/json%.lua$", -- lua-cjson configured once: a codec, no ffi, no I/O
+    "^lua/dsh/path%.lua$", -- POSIX path strings, lexically: the one normaliser
+    "^lua/dsh/faults%.lua$", -- fault-injection points (a seam for specs and dsh poc)
     "^lua/dsh/node%.lua$" } }, -- where the project's Node is: path lookups for the sandbox and Code Mode
   { name = "tool", paths = { "^lua/dsh/tools/" } },
   { name = "seam", paths = seam_paths() },

@@ -4,6 +4,7 @@
 -- JSON.stringify's (checked against Node when it is installed).
 local helpers = require "helpers"
 local wire = require "dsh.code_runtime._wire"
+local json = require "dsh.code_runtime._json"
 local ledger = require "dsh.ledger"
 
 local function roundtrip(v)
@@ -68,7 +69,7 @@ describe("code runtime wire", function()
       cur = cur[1]
     end
     local back, text = roundtrip(deep)
-    local tokens = wire.decode_json(text)
+    local tokens = json.decode_json(text)
     assert.equal(5001, #tokens)
     local depth = 0
     cur = back
@@ -91,15 +92,15 @@ describe("code runtime wire", function()
   end)
 
   it("reads and writes JSON text exactly (strings, escapes, numbers as JSON.stringify writes them)", function()
-    assert.equal('"a\\"\\\\\\n\\u0001é"', wire.quote('a"\\\n\1é'))
-    assert.equal('"\\ud800"', wire.quote(wire.decode_json('"\\ud800"'))) -- a lone surrogate survives as itself
-    assert.equal("😀", wire.decode_json('"\\ud83d\\ude00"'))
+    assert.equal('"a\\"\\\\\\n\\u0001é"', json.quote('a"\\\n\1é'))
+    assert.equal('"\\ud800"', json.quote(json.decode_json('"\\ud800"'))) -- a lone surrogate survives as itself
+    assert.equal("😀", json.decode_json('"\\ud83d\\ude00"'))
     for _, c in ipairs { { 1e21, "1e+21" }, { 1e20, "100000000000000000000" }, { 0.1, "0.1" }, { 1e-7, "1e-7" },
       { 1.5e-6, "0.0000015" }, { -2.5e300, "-2.5e+300" }, { 5e-324, "5e-324" }, { 1 / 3, "0.3333333333333333" } } do
-      assert.equal(c[2], wire.number(c[1]))
+      assert.equal(c[2], json.number(c[1]))
     end
     for _, bad in ipairs { "[01]", "[1,]", '{"a":1,}', "[1] x", "[.5]", "[1.]", '["\1"]', "[tru]", "" } do
-      assert.is_nil(wire.decode_json(bad), bad)
+      assert.is_nil(json.decode_json(bad), bad)
     end
   end)
 
@@ -128,9 +129,9 @@ describe("code runtime wire", function()
       for i = 1, math.random(0, 12) do t[i] = pieces[math.random(#pieces)] end
       local s = table.concat(t)
       if math.random() < 0.2 then s = s:sub(1, math.random(0, #s)) end
-      assert.equal(wire.valid_utf8(s), fast.valid_utf8(s), ("%q"):format(s))
-      assert.equal(wire.quote(s), fast.quote(s), ("%q"):format(s))
-      assert.equal(wire.has_control(s), fast.has_control(s), ("%q"):format(s))
+      assert.equal(json.valid_utf8(s), fast.valid_utf8(s), ("%q"):format(s))
+      assert.equal(json.quote(s), fast.quote(s), ("%q"):format(s))
+      assert.equal(json.has_control(s), fast.has_control(s), ("%q"):format(s))
     end
   end)
 

@@ -9,6 +9,7 @@ local code_runtime = require "dsh.code_runtime"
 local helpers = require "helpers"
 local loop = require "dsh.loop"
 local wire = require "dsh.code_runtime._wire"
+local json = require "dsh.code_runtime._json"
 
 local PEER = helpers.root .. "/spec/fixtures/code_runtime_peer.lua"
 local LUAJIT = "/usr/bin/luajit"
@@ -51,7 +52,7 @@ local function peer_runtime(cfg, opts)
   function env.received()
     local out = {}
     for line in (helpers.read_file(dir .. "/received.log") or ""):gmatch("[^\n]+") do
-      out[#out + 1] = wire.decode_json(base64.decode(line))
+      out[#out + 1] = json.decode_json(base64.decode(line))
     end
     return out
   end

@@ -46,7 +46,7 @@ describe("run_code tool", function()
     assert.equal('{"additionalProperties":false,"properties":{"code":{"description":"The program to run (see the '
       .. 'tool description).","type":"string"},"description":{"description":"What the program does, in 5-10 words '
       .. '(a UI label).","type":"string"}},"required":["code","description"],"type":"object"}',
-      require("dsh.code_runtime._wire").encode_json(p))
+      require("dsh.code_runtime._json").encode_json(p))
   end)
 
   it("describes the bindings in the program's language", function()

@@ -59,12 +59,13 @@ end)
 describe("the supervisor's frame stream", function()
   local frame = require "dsh.frame"
   local wire = require "dsh.code_runtime._wire"
+  local json = require "dsh.code_runtime._json"
   before_each(helpers.snapshot)
   after_each(helpers.assert_clean)
 
   -- The supervisor run by hand: every frame it writes, decoded, and its stderr.
   local function frames(dir, program)
-    local boot = wire.encode_json { type = "boot", language = "lua", code = program, namespaces = wire.array {},
+    local boot = json.encode_json { type = "boot", language = "lua", code = program, namespaces = wire.array {},
       computeMs = 10000, maxOutputBytes = 1048576, libraries = wire.array { "io", "os" } }
     local p = assert(proc.spawn { argv = { "luajit", dir .. "/code-runtime-supervisor.lua", "1048576",
       "/usr/bin/luajit", "-" }, env = { PATH = "/usr/bin:/bin" }, stdin = "pipe", stdout = "pipe", stderr = "pipe" })
@@ -74,7 +75,7 @@ describe("the supervisor's frame stream", function()
     p:close()
     local d = assert(frame.decoder(1048576))
     local list = {}
-    for _, t in ipairs(assert(d:push(out))) do list[#list + 1] = wire.decode_json(t) end
+    for _, t in ipairs(assert(d:push(out))) do list[#list + 1] = json.decode_json(t) end
     assert(d:finish())
     d:close()
     return list, err

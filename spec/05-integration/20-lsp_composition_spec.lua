@@ -43,7 +43,8 @@ describe("language servers in the composition", function()
   end)
   after_each(function()
     helpers.run(function()
-      lsp_e2b._before_read = nil
+      local registry = ctx:get("lsp")
+      if registry then registry:injectFault("beforeRead", nil) end
       assert(ctx:dispose())
       -- every server ran in the sandbox, whose processes the host sees: none is left
       assert.same({}, E.survivors(E.procs_with(fixture), 3000))
@@ -72,11 +73,11 @@ describe("language servers in the composition", function()
   it("refuses a source swapped for a symlink to /etc/hosts right before the read (step 7)", function()
     helpers.run(function()
       assert(ctx.fs:writeText("swapped.ts", "const x = 1;\n"))
-      lsp_e2b._before_read = function(path)
-        lsp_e2b._before_read = nil
+      ctx.lsp:injectFault("beforeRead", function(path)
+        ctx.lsp:injectFault("beforeRead", nil)
         local r = assert(ctx.bash:run { command = "rm " .. path .. " && ln -s /etc/hosts " .. path })
         assert.equal(0, r.exitCode)
-      end
+      end)
       local v, err = q { operation = "hover", filePath = "swapped.ts", position = { line = 0, character = 6 } }
       assert.is_nil(v)
       assert.equal("LSP_INVALID_SOURCE", err.code)

@@ -7,7 +7,7 @@
 -- kills the sandbox through the control plane (a DELETE), saying so.
 local D = require "helpers.dshd"
 local E = require "helpers.e2b"
-local guard = require "dsh.providers.e2b.guard"
+local session = require "dsh.providers.e2b.session"
 local helpers = require "helpers"
 local loop = require "dsh.loop"
 local sys = require "dsh.sysutil"
@@ -43,8 +43,8 @@ describe("a cloud sandbox whose envd stops answering (the E2B stand-in)", functi
           assert.equal("SANDBOX_UNRESPONSIVE", rerr.code)
           local probe_ms = tonumber(rerr.message:match("^cannot read \"/home/user/workspace/a%.txt\": sandbox " .. id
             .. " is unresponsive: its daemon did not answer a health check within (%d+) ms; gave up on "))
-          assert(probe_ms and probe_ms >= guard.CLOUD_PROBE_TIMEOUT_MS, rerr.message)
-          local bound = guard.CLOUD_SLOW_MS + probe_ms + 2000
+          assert(probe_ms and probe_ms >= session.CLOUD_PROBE_TIMEOUT_MS, rerr.message)
+          local bound = session.CLOUD_SLOW_MS + probe_ms + 2000
           assert.is_true(ms < bound, string.format("ended after %.0f ms (bound %d)", ms, bound))
           t0 = loop.now_ms()
           r, rerr = ctx.bash:run { command = "true" }

@@ -15,7 +15,7 @@
 --   env.fixture        the fixture server's command line there: {command=, args={}}
 --   env.dispose()      dispose the context
 -- factory.name is the provider's name (message prefix), factory.where "remote "
--- or "", factory.module the provider module (its _before_read hook is used).
+-- or "", factory.module the provider module.
 local async = require "dsh.async"
 local helpers = require "helpers"
 local loop = require "dsh.loop"
@@ -111,7 +111,7 @@ return function(name, factory)
             end, 30000)
           end
           local ok, err = xpcall(fn, debug.traceback, env)
-          factory.module._before_read = nil
+          env.lsp:injectFault("beforeRead", nil)
           env.dispose()
           if not ok then error(err, 0) end
         end)
@@ -473,11 +473,11 @@ return function(name, factory)
         fails("LSP_INVALID_SOURCE", 'source "big.small" is 21 bytes, over the 20-byte limit',
           env.query("hover", "big.small", origin))
         fails("LSP_INVALID_SOURCE", 'source "bad.fx" is not valid UTF-8 text', env.query("hover", "bad.fx", origin))
-        factory.module._before_read = function(path)
-          factory.module._before_read = nil
+        env.lsp:injectFault("beforeRead", function(path)
+          env.lsp:injectFault("beforeRead", nil)
           assert.equal(env.root .. "/swap.fx", path)
           assert.equal(0, (env.sh("rm swap.fx && ln -s /etc/hosts swap.fx")))
-        end
+        end)
         fails("LSP_INVALID_SOURCE",
           '^source "swap.fx" could not be opened safely: .*[Tt]oo many levels of symbolic links',
           env.query("hover", "swap.fx", origin))

@@ -22,6 +22,7 @@ local async = require "dsh.async"
 local frames = require "dsh.code_runtime._frames"
 local ledger = require "dsh.ledger"
 local loop = require "dsh.loop"
+local json = require "dsh.code_runtime._json"
 local wire = require "dsh.code_runtime._wire"
 
 local M = {}
@@ -178,7 +179,7 @@ function Run:_main()
   end)
   self.timer:start(cfg.maxWallMs)
   local w = self:_writer()
-  local bok, berr = wire.encode_json_into({
+  local bok, berr = json.encode_json_into({
     type = "boot", language = self.spec.language, code = self.spec.program,
     namespaces = wire.array(self.spec.namespaces), computeMs = cfg.computeMs,
     maxOutputBytes = cfg.maxOutputBytes, maxOldGenerationSizeMb = cfg.maxOldGenerationSizeMb,
@@ -389,7 +390,7 @@ function Run:_reply_error(id, message, held)
   self.served[id] = ANSWERED
   if self.settled then return self:_release(held) end
   local w = self:_writer()
-  local ok, err = w:raw('{"type":"reply","id":' .. wire.number(id) .. ',"ok":false,"message":')
+  local ok, err = w:raw('{"type":"reply","id":' .. json.number(id) .. ',"ok":false,"message":')
   if ok then ok, err = w:text(message) end
   if ok then ok, err = w:raw("}") end
   if not ok then
@@ -431,7 +432,7 @@ function Run:_serve(m)
   if not res[1] then return self:_reply_error(m.id, failure_text(res[2]), held) end
   if res[2] == nil and res[3] ~= nil then return self:_reply_error(m.id, failure_text(res[3]), held) end
   local w = self:_writer()
-  local ok, err = w:raw('{"type":"reply","id":' .. wire.number(m.id) .. ',"ok":true,"value":')
+  local ok, err = w:raw('{"type":"reply","id":' .. json.number(m.id) .. ',"ok":true,"value":')
   if ok then ok, err = wire.encode_into(res[2], w) end
   if ok then ok, err = w:raw("}") end
   if not ok then

@@ -1,19 +1,47 @@
 --- dsh.envd._stream: a server stream of dsh.envd (private).
 --
--- One Connect server stream on an open dsh.http response: bytes go from the
--- response's buffer into the core's event reader (dsh.envd_events) without a
--- Lua string, and come out as decoded JSON messages or data events. Created
--- by dsh.envd's Client:stream through M.open; it is a call of the client's
--- watch (dsh.envd._watch) until it ends or is closed: prompt until its first
--- message, standing after, ending once expect_end() says the caller waits.
+-- Owns: one Connect server stream on an open dsh.http response, and the one
+-- decoding of a process's data events. Bytes go from the response's buffer
+-- into the core's event reader (dsh.envd_events) without a Lua string, and
+-- come out as decoded JSON messages or data events: a data event the core
+-- recognised arrives decoded, one written in another form (an escape in its
+-- base64, an unknown member) is decoded here from its JSON, and both come
+-- out alike: {__data=true, stream=, data=, offset=}. Created by dsh.envd's Client:stream through
+-- M.open; it is a call of the client's watch (dsh.envd._watch) until it ends
+-- or is closed: prompt until its first message, standing after, ending once
+-- expect_end() says the caller waits. While open it counts as activity (the
+-- client's stream_hooks: hold at the open, release at the end). Never
+-- makes a request of its own and requires nothing of its client.
+local base64 = require "dsh.base64"
 local errors = require "dsh.errors"
 local json = require "dsh.json"
+local wire = require "dsh.envd._errors"
 
 local M = {}
+local transport_error = wire.transport_error
 
--- dsh.envd requires this module; its transport_error is looked up on use.
-local function transport_error(err)
-  return require("dsh.envd").transport_error(err)
+-- A data event: {__data = true, stream = "stdout"|"stderr"|"pty", data = bytes,
+-- offset = the stream's byte offset, or nil when the event carried none}.
+local function data_event(stream, bytes, offset)
+  return { __data = true, stream = stream, data = bytes, offset = offset }
+end
+
+local STREAMS = { "stdout", "stderr", "pty" }
+
+-- A data event the core did not recognise, from its JSON (d: event.data):
+-- the event, or nil and why it is malformed.
+local function data_from_json(d)
+  local offset = tonumber(d.offset)
+  for _, name in ipairs(STREAMS) do
+    local b64 = d[name]
+    if b64 ~= nil then
+      if type(b64) ~= "string" then return nil, "data event with a non-string " .. name end
+      local bytes, err = base64.decode_loose(b64)
+      if not bytes then return nil, "data event with invalid base64: " .. tostring(err.message) end
+      return data_event(name, bytes, offset)
+    end
+  end
+  return data_event("stdout", "", offset)
 end
 
 ---@class dsh.EnvdStream
@@ -26,15 +54,22 @@ end
 
 --- A stream reading res (a 200 answer of content type
 -- application/connect+json) through reader (a dsh.envd_events reader, which
--- it keeps).
+-- it keeps). activity: the client's stream_hooks ({hold=fn, release=fn}) or nil.
 ---@return dsh.EnvdStream
-function M.open(path, res, reader, watch, call)
-  return setmetatable({ path = path, _res = res, _reader = reader, _watch = watch, _call = call }, Stream)
+function M.open(path, res, reader, watch, call, activity)
+  if activity then activity.hold() end
+  return setmetatable({ path = path, _res = res, _reader = reader, _watch = watch, _call = call,
+    _activity = activity }, Stream)
 end
 
 -- The stream ended (cleanly or not) or was closed: the call is over.
 function Stream:_over()
   self._watch:close(self._call)
+  local activity = self._activity
+  if activity then
+    self._activity = nil
+    activity.release()
+  end
 end
 
 --- The caller waits for the stream to end, within_ms at most: the daemon
@@ -46,11 +81,12 @@ function Stream:expect_end(within_ms)
   self._watch:ending(self._call, within_ms)
 end
 
---- The next message: a decoded JSON table, or for a data event (decoded in C,
--- see core/include/dsh/envd_events.h) a table {__data=true, stream=, data=,
--- offset=} (a large event comes in several pieces). nil when the stream ended
--- cleanly, or nil, err (the stream's own error from its end message, or a
--- transport or protocol failure).
+--- The next message: a decoded JSON table, or for a process's data event
+-- {__data=true, stream=, data=, offset=} (decoded in C, see
+-- core/include/dsh/envd_events.h, or from its JSON here; a large event comes
+-- in several pieces).
+-- nil when the stream ended cleanly, or nil, err (the stream's own error
+-- from its end message, or a transport or protocol failure).
 function Stream:next()
   local reader = self._reader
   while true do
@@ -67,15 +103,23 @@ function Stream:next()
       local w = self._watch
       w.moved = w.moved + #b
       if self._call.mode == "prompt" then w:answered(self._call) end
-      return { __data = true, stream = a, data = b, offset = c }
+      return data_event(a, b, c)
     elseif kind == "message" then
       local w = self._watch
       w.moved = w.moved + #a
       local msg = json.decode(a)
+      local ev = type(msg) == "table" and msg.event
       if type(msg) ~= "table" then
         self._failed = errors.new("internal", "envd stream message is not a JSON object")
+      elseif type(ev) == "table" and type(ev.data) == "table" then
+        local d, derr = data_from_json(ev.data)
+        if d then
+          if self._call.mode == "prompt" then w:answered(self._call) end
+          return d
+        end
+        self._failed = errors.new("internal", derr)
       else
-        if self._call.mode == "prompt" then self._watch:answered(self._call) end
+        if self._call.mode == "prompt" then w:answered(self._call) end
         return msg
       end
     elseif kind == "end" then

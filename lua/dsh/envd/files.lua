@@ -10,6 +10,7 @@
 -- (dsh.envd._watch's "transfer" calls).
 local errors = require "dsh.errors"
 local json = require "dsh.json"
+local wire = require "dsh.envd._errors"
 
 local M = {}
 
@@ -28,8 +29,8 @@ local function query(self, path, opts)
   return q
 end
 
-local function files_error(envd, res, body)
-  return envd.answer_error(res.status, body or res:body())
+local function files_error(res, body)
+  return wire.answer_error(res.status, body or res:body())
 end
 
 ---@class dsh.EnvdFileReader
@@ -45,7 +46,7 @@ function Reader:read()
     return chunk
   end
   self._watch:close(self._call)
-  if err then return nil, require("dsh.envd").transport_error(err) end
+  if err then return nil, wire.transport_error(err) end
   return nil
 end
 
@@ -75,8 +76,6 @@ local function source_of(data)
 end
 
 function M.mixin(Client)
-  local envd = function() return require "dsh.envd" end
-
   --- Open a file for streamed reading: a reader with :read() and .size (from
   -- Content-Length), or nil, err (not_found, invalid_argument for a directory, ...).
   function Client:open_file(path, opts)
@@ -94,10 +93,10 @@ function M.mixin(Client)
     if not pok or not res then
       w:close(c)
       if not pok then error(res, 0) end
-      return nil, envd().transport_error(err)
+      return nil, wire.transport_error(err)
     end
     if res.status ~= 200 then
-      local e = files_error(envd(), res)
+      local e = files_error(res)
       res:close()
       w:close(c)
       return nil, e
@@ -144,17 +143,17 @@ function M.mixin(Client)
             break
           end
           local ok, werr = res:write(chunk)
-          if not ok then res:close() return nil, envd().transport_error(werr) end
+          if not ok then res:close() return nil, wire.transport_error(werr) end
         end
         local ok, ferr = res:finish()
-        if not ok then res:close() return nil, envd().transport_error(ferr) end
+        if not ok then res:close() return nil, wire.transport_error(ferr) end
       end
     end
-    if not res then return nil, envd().transport_error(err) end
+    if not res then return nil, wire.transport_error(err) end
     local body, berr = res:body()
     local status = res.status
     res:close()
-    if not body then return nil, envd().transport_error(berr) end
+    if not body then return nil, wire.transport_error(berr) end
     return status, body
   end
 
@@ -175,7 +174,7 @@ function M.mixin(Client)
     w:close(c)
     if not pok then error(status, 0) end
     if not status then return nil, body end
-    if status ~= 200 then return nil, envd().answer_error(status, body) end
+    if status ~= 200 then return nil, wire.answer_error(status, body) end
     local list = json.decode(body)
     if type(list) ~= "table" or type(list[1]) ~= "table" then
       return nil, errors.new("internal", "Expected to receive information about written file")
@@ -213,8 +212,8 @@ function M.mixin(Client)
     local pok, res, err = pcall(self._http.fetch, self._http, ro)
     w:close(c)
     if not pok then error(res, 0) end
-    if not res then return nil, envd().transport_error(err) end
-    if res.status ~= 200 then return nil, envd().answer_error(res.status, res.body) end
+    if not res then return nil, wire.transport_error(err) end
+    if res.status ~= 200 then return nil, wire.answer_error(res.status, res.body) end
     local list = json.decode(res.body)
     if type(list) ~= "table" then
       return nil, errors.new("internal", "Expected to receive information about written files")

@@ -33,6 +33,7 @@ local envd_events = require "dsh.envd_events"
 local loop = require "dsh.loop"
 local stream = require "dsh.envd._stream"
 local watch = require "dsh.envd._watch"
+local wire = require "dsh.envd._errors"
 
 local M = {}
 
@@ -56,47 +57,9 @@ M.PROBE_TIMEOUT_MS = watch.PROBE_TIMEOUT_MS -- a probe unanswered this long: the
 M.RETRY_MS = watch.RETRY_MS -- then calls fail at once; one each RETRY_MS probes again
 M.DEADLINE_GRACE_MS = watch.DEADLINE_GRACE_MS -- a stream's deadline, then this, and the host ends it
 
--- Connect codes by HTTP status, for answers that carry no Connect error body.
-local status_codes = {
-  [400] = "invalid_argument", [401] = "unauthenticated", [403] = "permission_denied",
-  [404] = "not_found", [409] = "already_exists", [429] = "resource_exhausted",
-  [499] = "canceled", [501] = "unimplemented", [502] = "unavailable", [503] = "unavailable",
-  [504] = "deadline_exceeded", [507] = "resource_exhausted",
-}
-
-local function transport_error(err)
-  if err.code == "SANDBOX_UNRESPONSIVE" then
-    return err -- the host's own deadline (dsh.envd._watch), as it was made
-  elseif err.code == "HTTP_TIMEOUT" then
-    return errors.new("deadline_exceeded", err.message)
-  elseif err.code == "HTTP_STALLED" then
-    return errors.new("unavailable", "envd unreachable: " .. tostring(err.message), { stall_ms = err.stall_ms })
-  elseif err.code == "ABORTED" then
-    return errors.new("canceled", err.message, { reason = err.reason })
-  end
-  return errors.new("unavailable", "envd unreachable: " .. tostring(err.message))
-end
-M.transport_error = transport_error
-
---- The error an HTTP answer stands for. rpc: a Connect path (a plain 404 there
--- means the method does not exist: "unimplemented").
-local function answer_error(status, body, rpc)
-  local decoded = json.decode(body or "")
-  if type(decoded) == "table" then
-    local code, message = decoded.code, decoded.message
-    if type(code) == "string" and code ~= "" then
-      return errors.new(code, type(message) == "string" and message or code, { http_status = status })
-    end
-    if type(message) == "string" then
-      return errors.new(status_codes[status] or "unknown", message, { http_status = status })
-    end
-  end
-  local code = status_codes[status] or "unknown"
-  if rpc and status == 404 then code = "unimplemented" end
-  local text = (body and #body > 0 and #body < 512) and body:gsub("%s+$", "") or ("HTTP " .. status)
-  return errors.new(code, text, { http_status = status })
-end
-M.answer_error = answer_error
+M.transport_error = wire.transport_error
+M.answer_error = wire.answer_error
+local transport_error, answer_error = wire.transport_error, wire.answer_error
 
 ---@class dsh.EnvdOpts
 ---@field url string|nil            base URL, e.g. "http://127.0.0.1:49983" (default when no unix_socket)
@@ -119,6 +82,9 @@ M.answer_error = answer_error
 ---                                 host sees it (CPU time used so far; stopped or frozen), where it
 ---                                 can: a probe unanswered while the daemon worked is not held
 ---                                 against it (dsh.sandbox gives its local sandboxes' dshd)
+---@field stream_hooks {hold:fun(), release:fun()}|nil  hold() when a server stream
+---                                 opens, release() once it ended or was closed (a session in front
+---                                 of the client counts open streams as the sandbox's activity)
 
 --- A client for one sandbox daemon.
 ---@param opts dsh.EnvdOpts
@@ -134,6 +100,7 @@ function M.client(opts)
   errors.check("dsh.envd", "client: files_stall_timeout_ms", opts.files_stall_timeout_ms, "number", true)
   errors.check("dsh.envd", "client: label", opts.label, "string", true)
   errors.check("dsh.envd", "client: activity", opts.activity, "function", true)
+  errors.check("dsh.envd", "client: stream_hooks", opts.stream_hooks, "table", true)
   for _, k in ipairs { "slow_ms", "probe_timeout_ms" } do
     local v = opts[k]
     errors.check("dsh.envd", "client: " .. k, v, "number", true)
@@ -152,6 +119,7 @@ function M.client(opts)
     user = opts.user,
     label = opts.label,
     activity = opts.activity,
+    stream_hooks = opts.stream_hooks,
     slow_ms = opts.slow_ms or M.SLOW_MS,
     probe_timeout_ms = opts.probe_timeout_ms or M.PROBE_TIMEOUT_MS,
     request_timeout_ms = opts.request_timeout_ms or M.DEFAULT_TIMEOUT_MS,
@@ -297,7 +265,7 @@ function Client:stream(path, msg, opts)
     w:close(c)
     return nil, errors.new("internal", "envd answered a stream with content type " .. ctype)
   end
-  return stream.open(path, res, reader, w, c)
+  return stream.open(path, res, reader, w, c, self.stream_hooks)
 end
 
 -- /health ---------------------------------------------------------------------
@@ -378,5 +346,14 @@ M.Stream = stream.Stream
 require("dsh.envd.process").mixin(Client)
 require("dsh.envd.filesystem").mixin(Client)
 require("dsh.envd.files").mixin(Client)
+
+--- The client's public entry points (its methods not starting with `_`),
+-- sorted: what a session in front of a client stands for, one by one
+-- (ctx.e2b's, dsh.providers.e2b.session).
+M.ENTRY_POINTS = {}
+for name, v in pairs(Client) do
+  if type(v) == "function" and name:sub(1, 1) ~= "_" then M.ENTRY_POINTS[#M.ENTRY_POINTS + 1] = name end
+end
+table.sort(M.ENTRY_POINTS)
 
 return M

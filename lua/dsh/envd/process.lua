@@ -45,21 +45,6 @@ Process.__tostring = function(p)
     p._ended and ", ended" or (p._closed and ", closed" or ""))
 end
 
-local STREAMS = { "stdout", "stderr", "pty" }
-
-local function data_event(d)
-  for _, name in ipairs(STREAMS) do
-    local b64 = d[name]
-    if b64 ~= nil then
-      if type(b64) ~= "string" then return nil, "data event with a non-string " .. name end
-      local bytes, err = base64.decode_loose(b64)
-      if not bytes then return nil, "data event with invalid base64: " .. tostring(err.message) end
-      return { type = "data", stream = name, data = bytes, offset = tonumber(d.offset) }
-    end
-  end
-  return { type = "data", stream = "stdout", data = "", offset = tonumber(d.offset) }
-end
-
 local function end_event(e)
   local code = tonumber(e.exitCode or e.exit_code) or 0
   local sig = tonumber(e.signal)
@@ -88,18 +73,14 @@ function Process:next()
       end
       return nil
     end
-    if msg.__data then
+    if msg.__data then -- decoded by the stream (dsh.envd._stream), whatever form it came in
       return { type = "data", stream = msg.stream, data = msg.data, offset = msg.offset }
     end
     local ev = msg.event
     if type(ev) ~= "table" then
       return nil, errors.new("internal", "process stream message without an event")
     end
-    if type(ev.data) == "table" then
-      local d, derr = data_event(ev.data)
-      if not d then return nil, errors.new("internal", derr) end
-      return d
-    elseif type(ev["end"]) == "table" then
+    if type(ev["end"]) == "table" then
       self._ended = true
       self:_stop_watch()
       self.result = end_event(ev["end"])
@@ -208,6 +189,8 @@ function Process:signal(sig, opts) return self._client:send_signal(self.pid, sig
 function Process:kill() return self._client:send_signal(self.pid, "SIGKILL") end
 function Process:resize(rows, cols) return self._client:update_pty(self.pid, rows, cols) end
 
+-- opts.via: the object the process's later calls (input, signals, resize)
+-- go through; the client itself unless a session stands in front of it.
 local function open_process(client, path, msg, opts)
   local stream, err = client:stream(path, msg, opts)
   if not stream then return nil, err end
@@ -225,7 +208,7 @@ local function open_process(client, path, msg, opts)
     pid = tonumber(start.pid),
     replay = type(start.replay) == "table" and start.replay or nil,
     _stream = stream,
-    _client = client,
+    _client = opts and opts.via or client,
   }, Process)
 end
 
@@ -268,6 +251,8 @@ function M.mixin(Client)
   ---@field env_scrub table|nil     dshd env-scrub: {contains={...}, prefixes={...}}
   ---@field spill table|nil         dshd spill: {stdout={path=, maxBytes=}, stderr=...}
   ---@field signal table|nil       abort signal: disconnects (the process keeps running)
+  ---@field via table|nil          what the process's later calls go through (default this client; a
+  ---                              session in front of it, like ctx.e2b's, passes itself)
 
   --- Start a process; returns its stream once the start event arrived.
   ---@param opts dsh.EnvdStartOpts
@@ -293,7 +278,7 @@ function M.mixin(Client)
   end
 
   --- Attach to a running process by pid. opts.resume = {stdout=, stderr=, pty=}
-  -- replays retained output from those byte offsets (dshd only).
+  -- replays retained output from those byte offsets (dshd only); opts.via as start's.
   function Client:connect(pid, opts)
     self:_check_open("connect")
     opts = opts or {}

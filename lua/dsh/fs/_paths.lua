@@ -7,6 +7,7 @@
 -- alters it. Also the paths "for other worlds": processPath, fileUrl, contains.
 local errors = require "dsh.errors"
 local fe = require "dsh.fs._errors"
+local lexical = require "dsh.path"
 local sha256 = require "dsh.sha256"
 local sysutil = require "dsh.sysutil"
 local bit = require "bit"
@@ -14,24 +15,12 @@ local bit = require "bit"
 local M = {}
 local MOD = "dsh.fs"
 
---- Lexical normalisation of an absolute path ("/a/./b/../c" -> "/a/c").
-function M.normalize(abs)
-  local out = {}
-  for seg in abs:gmatch("[^/]+") do
-    if seg == ".." then
-      out[#out] = nil
-    elseif seg ~= "." then
-      out[#out + 1] = seg
-    end
-  end
-  return "/" .. table.concat(out, "/")
-end
+--- Lexical normalisation of an absolute path ("/a/./b/../c" -> "/a/c"): dsh.path's.
+M.normalize = lexical.normalize
 
---- POSIX resolve of path against cwd (both may be relative to base).
-local function resolve_lexical(base, cwd, path)
-  if path:sub(1, 1) == "/" then return M.normalize(path) end
-  if cwd and cwd:sub(1, 1) ~= "/" then cwd = base .. "/" .. cwd end
-  return M.normalize((cwd or base) .. "/" .. path)
+--- POSIX resolve of p against cwd (cwd may be relative to base).
+local function resolve_lexical(base, cwd, p)
+  return lexical.resolve(cwd and lexical.join(base, cwd) or base, p)
 end
 
 --- The displayPath of path for method (misuse raises), or nil, err.

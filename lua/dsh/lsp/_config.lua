@@ -63,11 +63,8 @@ end
 
 local function number_key(prefix, id, key, v)
   local bound = key:match("Ms$") and MAX_MS or MAX_SAFE
-  if type(v) ~= "number" or v < 1 or v % 1 ~= 0 or v > bound then
-    fail(prefix, "servers.%s.%s must be a positive safe integer%s", id, key,
-      bound == MAX_MS and " no greater than 2147483647" or "")
-  end
-  return v
+  return schema.positive(prefix, "servers." .. id .. "." .. key, v, bound,
+    bound == MAX_MS and " no greater than 2147483647" or "")
 end
 
 local function strings(prefix, id, key, v, check)

@@ -15,7 +15,6 @@ local edits = require "dsh.lsp._edits"
 local errors = require "dsh.errors"
 local json = require "dsh.json"
 local normalize = require "dsh.lsp._normalize"
-local rpc = require "dsh.lsp._rpc"
 
 local M = {}
 
@@ -90,7 +89,7 @@ end
 -- go in the context (quick fixes need them).
 local function actions(q, doc, range, only)
   local inst = q.inst
-  local diags = rpc.array {}
+  local diags = json.array {}
   for _, d in ipairs(inst:raw_diagnostics(q.path)) do
     if type(d) == "table" and type(d.range) == "table" and normalize.range(d.range)
       and overlaps(normalize.range(d.range), range) then

@@ -60,7 +60,7 @@ local function client_capabilities()
       didChangeConfiguration = { dynamicRegistration = false },
       didChangeWatchedFiles = { dynamicRegistration = true, relativePatternSupport = true },
       workspaceEdit = { documentChanges = true, failureHandling = "transactional",
-        resourceOperations = rpc.array {} },
+        resourceOperations = json.array {} },
       executeCommand = { dynamicRegistration = false },
       diagnostics = { refreshSupport = true },
     },
@@ -139,7 +139,7 @@ function M.start(o, signal)
   local folders = { { uri = ws_uri, name = o.workspace:match("([^/]+)$") or "/" } }
   local self = setmetatable({
     name = 'language server "' .. s.id .. '"', workspace = o.workspace, _s = s, _uri = o.uri_of,
-    _apply_edit = o.apply_edit, state = state.new(s.settings, folders, rpc.array, M.watch_patterns(s),
+    _apply_edit = o.apply_edit, state = state.new(s.settings, folders, json.array, M.watch_patterns(s),
       s.readyMessages),
   }, Instance)
   init_documents(self)

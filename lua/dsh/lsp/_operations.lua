@@ -165,7 +165,7 @@ local function workspace_diagnostics(q, doc, ws_uri)
   local dp = inst.capabilities.diagnosticProvider or inst.state.pull
   local settled = true
   if type(dp) == "table" and dp.workspaceDiagnostics then
-    local res, err = inst:request("workspace/diagnostic", { previousResultIds = rpc.array {} }, q.signal)
+    local res, err = inst:request("workspace/diagnostic", { previousResultIds = json.array {} }, q.signal)
     if err then return nil, err end
     for _, r in ipairs(type(res) == "table" and type(res.items) == "table" and res.items or {}) do
       if type(r) == "table" and type(r.uri) == "string" and r.kind ~= "unchanged" then

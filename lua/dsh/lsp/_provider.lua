@@ -38,6 +38,7 @@ local async = require "dsh.async"
 local errors = require "dsh.errors"
 local instance = require "dsh.lsp._instance"
 local operations = require "dsh.lsp._operations"
+local lexical = require "dsh.path"
 local queue = require "dsh.lsp._queue"
 local sync = require "dsh.lsp._sync"
 local utf8 = require "dsh.utf8"
@@ -109,9 +110,8 @@ local function inside(root, path)
   return path:sub(1, #prefix) == prefix
 end
 
-local function absolute(root, file)
-  return file:sub(1, 1) == "/" and file or (root:gsub("/+$", "") .. "/" .. file)
-end
+-- The file named against the root, for the reader to resolve canonically in its world.
+local absolute = lexical.join
 
 -- Step 2: canonical workspace, source and the server's root.
 function Provider:_resolve(req, signal)

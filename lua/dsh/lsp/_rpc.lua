@@ -34,42 +34,11 @@ M.REQUEST_CANCELLED = -32800
 
 local null = json.null
 
--- cjson (2.1.0) has no empty-array value: tables marked with M.array encode
--- as [] even when empty.
-local ARRAY_MT = { __name = "json array" }
-local EMPTY = "\0dsh-empty-array\0"
-local EMPTY_PATTERN = ('"\\u0000dsh-empty-array\\u0000"'):gsub("%p", "%%%0") -- its JSON text, as a pattern
-
---- Mark t as a JSON array (so an empty one encodes as []).
-function M.array(t)
-  return setmetatable(t or {}, ARRAY_MT)
-end
-
-local function mark_empty(v, depth)
-  if type(v) ~= "table" or depth > 64 then return v, false end
-  if getmetatable(v) == ARRAY_MT and next(v) == nil then return EMPTY, true end
-  local changed, out = false, nil
-  for k, x in pairs(v) do
-    local y, c = mark_empty(x, depth + 1)
-    if c then
-      out = out or {}
-      out[k] = y
-      changed = true
-    end
-  end
-  if not changed then return v, false end
-  local copy = {}
-  for k, x in pairs(v) do copy[k] = out[k] == nil and x or out[k] end
-  return copy, true
-end
+--- Mark t as a JSON array (so an empty one encodes as []): dsh.json's mark.
+M.array = json.array
 
 --- JSON text of a message (tables marked with M.array stay arrays).
-function M.encode(msg)
-  local v, changed = mark_empty(msg, 0)
-  local s = json.encode(v)
-  if changed then s = s:gsub(EMPTY_PATTERN, "[]") end
-  return s
-end
+M.encode = json.encode
 
 ---@class dsh.lsp.Conn
 ---@field name string          e.g. `language server "clangd"`, the subject of messages
@@ -162,7 +131,7 @@ function Conn:_dispatch(body)
     return self:fail(server_error(self, "sent a message that is not valid UTF-8 (byte %d)", uerr.position))
   end
   local msg, jerr = json.decode(body)
-  if msg == nil then return self:fail(server_error(self, "sent invalid JSON: %s", tostring(jerr))) end
+  if msg == nil then return self:fail(server_error(self, "sent invalid JSON: %s", jerr.message)) end
   if type(msg) ~= "table" or msg[1] ~= nil then
     return self:fail(server_error(self, "sent a message that is not a JSON-RPC object"))
   end

@@ -39,7 +39,7 @@ State.__index = State
 
 ---@param settings table|nil   answers to workspace/configuration by section
 ---@param folders table        WorkspaceFolder[] of the instance
----@param array fun(t:table):table  marks a JSON array (dsh.lsp._rpc.array)
+---@param array fun(t:table):table  marks a JSON array (dsh.json.array)
 ---@param fallback string[]|nil  glob patterns that stand for the server's registrations while it made none
 ---@param ready string[]|nil  texts one of which the server logs once it loaded the project
 function M.new(settings, folders, array, fallback, ready)

@@ -1,7 +1,7 @@
 --- dsh.lsp._watch: what changes on disk under the roots language servers
 -- work on, for workspace/didChangeWatchedFiles.
 --
--- One hub per provider set (dsh.lsp._apply), one watch per root, shared by
+-- One hub per provider set (dsh.lsp.backend), one watch per root, shared by
 -- every instance on that root. A backend gives `open(root)`, which returns a
 -- watch whose next() yields {name = path relative to root, type =
 -- "create"|"write"|"remove"|"rename"|"chmod"} (dsh.envd's WatchDir stream

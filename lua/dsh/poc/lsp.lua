@@ -6,7 +6,6 @@
 -- source one byte over the reader's 4000000-byte limit.
 local C = require "dsh.poc.check"
 local lsp = require "dsh.lsp"
-local lsp_e2b = require "dsh.providers.lsp_e2b"
 
 local M = {}
 local check, ok_or = C.check, C.ok_or
@@ -55,14 +54,14 @@ function M.steps(state)
     { "7", "a source swapped for a symlink right before the read is refused", function()
       ok_or(state.ctx.fs:writeText("swapped.c", "int x;\n"))
       local swap_err
-      lsp_e2b._before_read = function(path)
-        lsp_e2b._before_read = nil
+      state.ctx.lsp:injectFault("beforeRead", function(path)
+        state.ctx.lsp:injectFault("beforeRead", nil)
         local r, err = state.ctx.bash:run { command = "rm -- '" .. path .. "' && ln -s /etc/hosts '" .. path .. "'" }
         if not r or r.exitCode ~= 0 then swap_err = tostring(err or r.stderr.text) end
-      end
+      end)
       local v, err = query(state, { operation = "hover", filePath = "swapped.c",
         position = { line = 0, character = 4 } })
-      lsp_e2b._before_read = nil
+      state.ctx.lsp:injectFault("beforeRead", nil)
       check(swap_err == nil, "the swap failed: %s", tostring(swap_err))
       check(v == nil and err and err.code == "LSP_INVALID_SOURCE" and err.message:find("opened safely", 1, true),
         "the query gave %s", tostring(v and "a result" or err))

@@ -57,14 +57,14 @@ function M.steps(state)
     { "4", "a command whose publication fails leaves no survivor", function()
       local sub = state.ctx.subprocess
       -- the fault the reference injects: the first read of the command's pid throws
-      sub._after_start = function()
-        sub._after_start = nil
+      sub:injectFault("afterStart", function()
+        sub:injectFault("afterStart", nil)
         async.sleep(300) -- the payload has forked its background child by now
         return nil, errors.new("POC_INJECTED", "injected publication failure")
-      end
+      end)
       local h = ok_or(sub:spawn { argv = { "bash", "-c", "exec -a dsh-publication-survivor sleep 30 & wait" } })
       local okd, derr = h.done:await()
-      sub._after_start = nil
+      sub:injectFault("afterStart", nil)
       check(okd == nil and derr and derr.code == "POC_INJECTED", "done gave %s", tostring(okd or derr))
       check(h:waitForExit() == true, "the group did not exit")
       check(not ps(state.ctx):find("dsh-publication-survivor", 1, true), "the background child survived")

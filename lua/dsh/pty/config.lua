@@ -8,6 +8,7 @@
 -- bound on a sequence held across chunks) and `rows`/`cols` at most 1000 (the
 -- screen's bound).
 local errors = require "dsh.errors"
+local schema = require "dsh.schema"
 
 local M = {}
 
@@ -30,16 +31,21 @@ M.NUMBERS = {
   "rows", "cols", "scrollbackLines", "scrollbackMaxBytes", "maxReadBytes", "pollIntervalMs",
   "idleSilenceMs", "timeoutMs", "disposeGraceMs", "maxPending",
 }
-local MAX_SAFE = 2 ^ 53 - 1
-
 local function fail(prefix, msg)
   errors.misuse(prefix, "%s", msg)
 end
 
-local function is_pos_int(v)
-  return type(v) == "number" and v >= 1 and v <= MAX_SAFE and v % 1 == 0
+--- Every key a PTY provider takes: shell, the DEFAULTS' keys and extra's
+--- (name -> true), sorted.
+---@param extra table|nil
+---@return string[]
+function M.keys(extra)
+  local out = { "shell" }
+  for k in pairs(M.DEFAULTS) do out[#out + 1] = k end
+  for k in pairs(extra or {}) do out[#out + 1] = k end
+  table.sort(out)
+  return out
 end
-M.is_pos_int = is_pos_int
 
 --- Validate cfg for the provider named prefix; returns a new table with the
 --- defaults filled in. Raises with the reference's messages. extra: keys the
@@ -49,23 +55,16 @@ M.is_pos_int = is_pos_int
 ---@param extra table|nil
 ---@return table
 function M.validate(prefix, cfg, extra)
-  if type(cfg) ~= "table" then fail(prefix, "config must be a table") end
+  schema.keys(prefix, cfg, M.keys(extra))
   local out = {}
-  for k, v in pairs(cfg) do
-    if M.DEFAULTS[k] == nil and k ~= "shell" and not (extra and extra[k]) then
-      error(prefix .. ": unknown config key " .. tostring(k), 0)
-    end
-    out[k] = v
-  end
+  for k, v in pairs(cfg) do out[k] = v end
   for k, v in pairs(M.DEFAULTS) do
     if out[k] == nil then out[k] = v end
   end
   if type(out.backendType) ~= "string" or out.backendType == "" then
     fail(prefix, "backendType must be a non-empty string")
   end
-  for _, k in ipairs(M.NUMBERS) do
-    if not is_pos_int(out[k]) then fail(prefix, k .. " must be a positive safe integer") end
-  end
+  for _, k in ipairs(M.NUMBERS) do schema.positive(prefix, k, out[k]) end
   for _, k in ipairs { "rows", "cols" } do
     if out[k] > 1000 then fail(prefix, k .. " must be at most 1000") end
   end

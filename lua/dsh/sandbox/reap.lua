@@ -23,10 +23,8 @@ M.TIMEOUT_MS = 30000
 -- zombie (a recycled pid has another start time).
 local function recorded(record)
   local pid, start = (record or ""):match("^(%d+) (%d+)")
-  local stat = pid and sys.read_file("/proc/" .. pid .. "/stat")
-  local fields = {}
-  for f in (stat and stat:match("^%d+ %b() (.*)$") or ""):gmatch("%S+") do fields[#fields + 1] = f end
-  if fields[20] and fields[20] == start then return tonumber(pid) end
+  local st = pid and sys.proc_stat(pid)
+  if st and st.starttime == start then return tonumber(pid) end
   return nil
 end
 

@@ -49,8 +49,8 @@ end
 local function read_json(path, max)
   local text = hostfs.read_regular(path, max)
   if not text then return nil end
-  local ok, v = pcall(json.decode, text)
-  if not ok or type(v) ~= "table" then return nil end
+  local v = json.decode(text)
+  if type(v) ~= "table" then return nil end
   return v
 end
 

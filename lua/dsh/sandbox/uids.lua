@@ -115,8 +115,8 @@ local function stale(key, other)
   local owner = owner_of(key)
   if owner then
     local meta = hostfs.read_regular(owner .. "/meta.json", 4 * 1048576)
-    local ok, m = pcall(json.decode, meta or "")
-    if ok and type(m) == "table" and (m.root_uid == key or m.uid == key) then return false end
+    local m = json.decode(meta or "")
+    if type(m) == "table" and (m.root_uid == key or m.uid == key) then return false end
   end
   return #M.processes(key, other) == 0
 end

@@ -2,32 +2,11 @@
 -- subprocess seam, written once over a small backend contract (terminals,
 -- over the same contract, are dsh.subprocess._terminal).
 --
--- Backend contract (a backend is a table; everything may await):
---   backend.name, backend.cwd
---   backend:state_dir(id)          where this process's spill files go
---   backend:start(spec)            → bp | nil, err. spec = {argv, cwd, env, stdin="ignore"|"pipe",
---                                    stdout/stderr = {mode="pipe"|"inherit"|"collect",
---                                                     spill={path=, maxBytes=}},
---                                    pty={rows=,cols=} (terminals), on_data=fn(stream, bytes) (may wait),
---                                    on_gap=fn(stream, n) (n bytes were lost, e.g. across a reconnect)}
---   bp.pid                         the process group id
---   bp:write(s) / bp:close_stdin() → true | nil, err
---   bp:signal(sig)                 to the whole group → true | nil, err
---   bp:terminate(grace_ms)         TERM to the group now, KILL after grace_ms unless it is empty
---   bp:kill()                      KILL to the group now (rollback)
---   bp:wait()                      → {exitCode=, signal=} | nil, err, once the leader ended and all
---                                    output was delivered through on_data
---   bp:wait_quiescent(signal)      → true (group empty) | false (aborted) | nil, err
---   bp:remove(paths, dir)          delete spill files (and dir when given); errors ignored
---   bp:spill_size(path)            the spill file's size in bytes, nil when it cannot be learned
---   bp:resize(rows, cols)          terminals
---   bp:signal_foreground(sig)      terminals: to the terminal's foreground process group → pgid | nil, err
---   bp:foreground()                terminals: that process group → pgid | nil, err
---   bp:kill_session()              terminals: SIGKILL whatever is left in the session (other job groups)
---   bp:session_groups()            terminals: pgids with a live member in the session → list | nil, err
---   bp:signal_session(sig)         terminals: sig to every group of the session (SIGTERM: then SIGCONT)
---   bp:close()                     release everything (idempotent)
---   backend:resolveExecutable(cmd), backend:dispose() (optional)
+-- Over the seam's backend contract (dsh.subprocess: M.BACKEND and the
+-- process object a backend's start returns). Owns the handle's lifetime:
+-- start, publication (rolled back when it fails), stdin in call order,
+-- terminate, the outcome, spill retention, release once the group is gone.
+-- Never talks to a daemon or the kernel: the backend does.
 local async = require "dsh.async"
 local errors = require "dsh.errors"
 local output = require "dsh.subprocess._output"
@@ -49,6 +28,13 @@ local function rollback(prefix, bp, err)
   bp:close()
   if ok == true then return err end
   return rollback_error(prefix, err, qerr or errors.new("SUBPROCESS_ROLLBACK", "group still alive"))
+end
+
+--- The outcome {exitCode=, signal=} of a backend's {exit_code=, signal=}:
+--- the one place where the words of the layers below (dsh.proc, the envd
+--- client) become the reference's, which the seams and tools above speak.
+function M.outcome(res)
+  return { exitCode = res.exit_code, signal = res.signal }
 end
 
 -- Failures a retry cannot mend: the daemon is lost, or does not answer.
@@ -210,8 +196,8 @@ end
 function Handle:_start_and_wait(spec, stdin_data, streams)
   local svc = self._svc
   local bp, err = svc._backend:start(spec)
-  if bp and svc._after_start then -- fault injection for specs: a failure once the group exists
-    local ok, ferr = svc._after_start(self, bp)
+  if bp and svc._faults:armed("afterStart") then -- a failure once the group exists (dsh.faults)
+    local ok, ferr = svc._faults:fire("afterStart", self, bp)
     if not ok then bp, err = nil, rollback(svc.name, bp, ferr) end
   end
   if not bp then
@@ -249,7 +235,7 @@ function Handle:_start_and_wait(spec, stdin_data, streams)
     end
   end
   if #remove > 0 then bp:remove(remove, not keep_any and self.stateDir or nil) end
-  if res then self.done:resolve(res) else self.done:resolve(nil, werr) end
+  if res then self.done:resolve(M.outcome(res)) else self.done:resolve(nil, werr) end
 end
 
 -- Wait until done settled; it rejects only when a backend raised (a bug,

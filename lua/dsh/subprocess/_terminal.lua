@@ -8,6 +8,7 @@
 -- that fails names the survivors and can be tried again.
 local async = require "dsh.async"
 local errors = require "dsh.errors"
+local handle = require "dsh.subprocess._handle"
 local ladder = require "dsh.subprocess.session_ladder"
 local output = require "dsh.subprocess._output"
 
@@ -46,7 +47,7 @@ function Terminal.start(svc, o)
   async.run(function()
     local res, werr = bp:wait()
     t._out:finish(not res and werr or nil)
-    if res then t.done:resolve(res) else t.done:resolve(nil, werr) end
+    if res then t.done:resolve(handle.outcome(res)) else t.done:resolve(nil, werr) end
   end)
   return t
 end

@@ -28,7 +28,9 @@ M.MAX_BYTES = 16 * 1024 * 1024
 ---@return string? message
 function M.decode(text)
   if #text > M.MAX_BYTES then return nil, string.format("longer than %d bytes", M.MAX_BYTES) end
-  return json.decode(text)
+  local v, err = json.decode(text)
+  if err then return nil, err.message end
+  return v
 end
 
 local function json_type(v)

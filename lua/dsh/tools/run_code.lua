@@ -25,7 +25,7 @@
 -- <message>` plus the captured logs.
 local code_runtime = require "dsh.code_runtime"
 local errors = require "dsh.errors"
-local wire = require "dsh.code_runtime._wire"
+local json = code_runtime.json
 
 local M = {}
 
@@ -52,8 +52,8 @@ local function sorted_names(fns)
 end
 
 local function literal(v)
-  if type(v) == "string" then return wire.quote(v) end
-  if type(v) == "number" then return wire.number(v) end
+  if type(v) == "string" then return json.quote(v) end
+  if type(v) == "number" then return json.number(v) end
   return tostring(v)
 end
 
@@ -139,7 +139,7 @@ local function type_of(s, lang)
     for _, n in ipairs(s.required or {}) do required[n] = true end
     local fields = {}
     for _, n in ipairs(sorted_names(s.properties)) do
-      local key = n:match(IDENT) and n or (lang == "lua" and ("[" .. wire.quote(n) .. "]") or wire.quote(n))
+      local key = n:match(IDENT) and n or (lang == "lua" and ("[" .. json.quote(n) .. "]") or json.quote(n))
       fields[#fields + 1] = key .. (required[n] and "" or "?") .. ": " .. type_of(s.properties[n], lang)
     end
     if extra and lang ~= "lua" then fields[#fields + 1] = "[key: string]: " .. extra end
@@ -266,10 +266,10 @@ function M.pretty(v)
       out[#out + 1] = item.text
     else
       local x, ind = item.v, item.indent
-      if type(x) ~= "table" or x == wire.null then
-        out[#out + 1] = wire.encode_json(x)
+      if type(x) ~= "table" or x == code_runtime.null then
+        out[#out + 1] = json.encode_json(x)
       else
-        local is_array = getmetatable(x) == wire.array_mt or x[1] ~= nil
+        local is_array = getmetatable(x) == json.array_mt or x[1] ~= nil
         local inner = ind .. "  "
         local entries = {}
         if is_array then
@@ -286,7 +286,7 @@ function M.pretty(v)
             local e = entries[i]
             if i < #entries then stack[#stack + 1] = { text = ",\n" } end
             stack[#stack + 1] = { v = e.v, indent = inner }
-            stack[#stack + 1] = { text = inner .. (e.k and (wire.quote(e.k) .. ": ") or "") }
+            stack[#stack + 1] = { text = inner .. (e.k and (json.quote(e.k) .. ": ") or "") }
           end
         end
       end
