@@ -17,8 +17,8 @@
 local async = require "dsh.async"
 local context = require "dsh.context"
 local json = require "dsh.json"
-local loop = require "dsh.loop"
-local proc = require "dsh.proc"
+local loop = require "dsh.core.loop"
+local proc = require "dsh.core.proc"
 local T = require "report"
 
 local HERE = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "bench"

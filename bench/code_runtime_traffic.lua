@@ -8,7 +8,7 @@
 --     minus the resident size before it, over the bytes that crossed one way.
 --     Baseline: the same call decoded and its reply encoded the way the host
 --     did before the C bridge (dsh.code_runtime._wire in Lua, then
---     dsh.frame), measured the same way
+--     dsh.core.frame), measured the same way
 --   2 the longest event-loop stall during the same runs: a task on the same
 --     loop sleeps 5 ms in a loop; its longest gap beyond the 5 ms (what every
 --     other context on this host waits). Baseline: that Lua decode and
@@ -19,7 +19,7 @@
 -- was done.
 local async = require "dsh.async"
 local context = require "dsh.context"
-local loop = require "dsh.loop"
+local loop = require "dsh.core.loop"
 local T = require "report"
 
 local MIB = 1048576
@@ -81,7 +81,7 @@ local ECHO = { { global = "tools", functions = { echo = function(s) return s end
 local function lua_wire_echo(payload)
   local wire = require "dsh.code_runtime._wire"
   local json = require "dsh.code_runtime._json"
-  local frame = require "dsh.frame"
+  local frame = require "dsh.core.frame"
   local text = '{"type":"call","id":1,"global":"tools","name":"echo","args":' .. assert(wire.encode({ payload }))
     .. "}"
   payload = nil -- luacheck: ignore 311

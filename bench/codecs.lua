@@ -1,7 +1,7 @@
 --- bench/codecs.lua: the codec rows of the table, from build/bin/dsh-bench-codecs
 -- (bench/codecs.c: each codec in GB/s against memcpy of 64 KiB chunks,
 -- measured in the same run). Run by bench/run.
-local proc = require "dsh.proc"
+local proc = require "dsh.core.proc"
 local async = require "dsh.async"
 local T = require "report"
 

@@ -4,7 +4,7 @@
 --
 --   1 /bin/true round trip through dshd from the Lua envd client, against
 --     posix_spawn + waitpid (bench/baselines.c); also from a minimal C client
---     (dshd's share), dsh.proc from Lua, with a user switch, against a dshd
+--     (dshd's share), dsh.core.proc from Lua, with a user switch, against a dshd
 --     inside a local sandbox, and the floor any RPC pays here (GET /health
 --     against a TCP ping-pong); local sandbox create and kill, with and
 --     without network, against bubblewrap starting /bin/true
@@ -26,8 +26,8 @@ local ffi = require "ffi"
 local async = require "dsh.async"
 local envd = require "dsh.envd"
 local json = require "dsh.json"
-local proc = require "dsh.proc"
-local sys = require "dsh.sysutil"
+local proc = require "dsh.core.proc"
+local sys = require "dsh.core.sysutil"
 local T = require "report"
 
 local BUILD = os.getenv("DSH_BUILD_DIR") or "build"
@@ -245,7 +245,7 @@ local function row1(A, B)
     ok = rt.median - spawn.median <= 0.2 }
   line { name = "  same, minimal C client (dshd's share)", value = ms(rt_c), baseline = "posix_spawn+waitpid",
     compare = over(rt_c) }
-  line { name = "  dsh.proc spawn+wait from Lua (no dshd)", value = ms(luaproc), baseline = "posix_spawn+waitpid",
+  line { name = "  dsh.core.proc spawn+wait from Lua (no dshd)", value = ms(luaproc), baseline = "posix_spawn+waitpid",
     compare = over(luaproc) }
   if B then
     rt_b = stats(rt_b)

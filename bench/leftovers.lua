@@ -4,9 +4,9 @@
 -- process, no sandbox directory, no uid claim, no child of this process, no
 -- live dsh object. Also the host's fds and RSS, and a sandbox's dshd RSS.
 local lfs = require "lfs"
-local loop = require "dsh.loop"
+local loop = require "dsh.core.loop"
 local state = require "dsh.sandbox.state"
-local sys = require "dsh.sysutil"
+local sys = require "dsh.core.sysutil"
 local uids = require "dsh.sandbox.uids"
 
 local M = {}

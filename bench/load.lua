@@ -3,7 +3,7 @@
 --
 --   1 64 concurrent command streams of 16 MiB each (`cat` of pseudo-random
 --     files made in the sandbox), each on its own connection, byte-exact:
---     the sha256 of what arrived (dsh.sha256) against sha256sum in the sandbox
+--     the sha256 of what arrived (dsh.core.sha256) against sha256sum in the sandbox
 --   2 32 PTY sessions (ctx.pty, pty-e2b) producing 2 MB of output each at once
 --   3 16 LSP callers in parallel on two workspaces (clangd through ctx.lsp)
 --   4 32 concurrent Code Mode runs making binding calls, in Lua, then in
@@ -25,11 +25,11 @@ local context = require "dsh.context"
 local envd = require "dsh.envd"
 local lsp = require "dsh.lsp"
 local node = require "dsh.node"
-local proc = require "dsh.proc"
+local proc = require "dsh.core.proc"
 local sandbox = require "dsh.sandbox"
-local sha256 = require "dsh.sha256"
+local sha256 = require "dsh.core.sha256"
 local state = require "dsh.sandbox.state"
-local sys = require "dsh.sysutil"
+local sys = require "dsh.core.sysutil"
 local L = require "leftovers"
 local T = require "report"
 

@@ -4,7 +4,7 @@
 --
 --   1 hover, warm: lsp-e2b (clangd in a local sandbox, every query checking
 --     the source in the sandbox) against the same clangd over direct stdio on
---     the host (a minimal client: dsh.proc pipes, the core's framing,
+--     the host (a minimal client: dsh.core.proc pipes, the core's framing,
 --     lua-cjson); lsp-local shown too. Target: within 0.3 ms at p50.
 --   2 goToDefinition, warm: the same three.
 --   3 a warm query's source check (resolve + read of an unchanged file, one
@@ -31,9 +31,9 @@ local async = require "dsh.async"
 local context = require "dsh.context"
 local json = require "dsh.json"
 local lsp = require "dsh.lsp"
-local lspframe = require "dsh.lspframe"
-local proc = require "dsh.proc"
-local sys = require "dsh.sysutil"
+local lspframe = require "dsh.core.lspframe"
+local proc = require "dsh.core.proc"
+local sys = require "dsh.core.sysutil"
 local T = require "report"
 
 local BLOCKS, BLOCK_RUNS, WARMUP = 5, 100, 30

@@ -2,22 +2,22 @@
 -- measured in the same run. Run by bench/run (LUA_PATH, DSH_BUILD_DIR,
 -- DSH_STATE_DIR set); prints one table.
 --
---   1 the sanitizer (dsh.termtext, C) in GB/s against memcpy of the same
+--   1 the sanitizer (dsh.core.termtext, C) in GB/s against memcpy of the same
 --     chunks and against the same state machine written in Lua, on plain
 --     lines and on coloured `ls`-like output; the scrollback buffer's appends
 --   2 keystroke to echo through pty-e2b (a shell in a local sandbox, its
 --     line editor echoing) and through pty-local, against openpty + cat in C
 --   3 sustained terminal output in MB/s through a session (UTF-8 check,
 --     sanitizer, scrollback and screen), pty-local and pty-e2b, against the
---     same producer on a raw PTY read by dsh.proc
+--     same producer on a raw PTY read by dsh.core.proc
 --
 -- Real parts only: real shells, a real dshd in a real sandbox. A benchmark,
 -- not a test: it asserts only that the work was done.
 local ffi = require "ffi"
 local async = require "dsh.async"
 local context = require "dsh.context"
-local proc = require "dsh.proc"
-local termtext = require "dsh.termtext"
+local proc = require "dsh.core.proc"
+local termtext = require "dsh.core.termtext"
 local T = require "report"
 
 local BUILD = os.getenv("DSH_BUILD_DIR") or "build"
@@ -124,7 +124,7 @@ end
 
 local function row1()
   progress("1/3 sanitizer: %d x %d MiB per line", SAN_REPS, SAN_BYTES / 1048576)
-  local F = require "dsh._ffi"
+  local F = require "dsh.core._ffi"
   local dst = ffi.new("uint8_t[?]", CHUNK + 1)
   local n_p, fl_p = ffi.new("size_t[1]"), ffi.new("uint32_t[1]")
   local big = ffi.new("uint8_t[?]", SAN_BYTES)
@@ -142,7 +142,7 @@ local function row1()
     line { row = kind == "plain" and "1" or "", name = "sanitizer core loop (C), " .. kind .. " lines",
       value = rate(core, "GB/s", 1e9), baseline = "memcpy " .. rate(copy, "GB/s", 1e9),
       compare = string.format("%.2fx of memcpy", core.median / copy.median) }
-    line { name = "  through dsh.termtext (a Lua string out)", value = rate(c, "GB/s", 1e9) }
+    line { name = "  through dsh.core.termtext (a Lua string out)", value = rate(c, "GB/s", 1e9) }
     line { name = "  the same state machine in Lua", value = rate(lua, "GB/s", 1e9),
       compare = string.format("C is %.1fx faster", c.median / lua.median) }
   end

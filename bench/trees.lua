@@ -13,7 +13,7 @@
 -- Real parts only: a real dshd in a real sandbox, the sandbox's own tar.
 local async = require "dsh.async"
 local context = require "dsh.context"
-local proc = require "dsh.proc"
+local proc = require "dsh.core.proc"
 local T = require "report"
 
 local TMP = os.getenv("DSH_BENCH_TMP") or "/tmp"

@@ -10,7 +10,7 @@
 -- capability (files, Bash, terminals, language servers, Code Mode);
 -- scripted_model() is a model that replays a fixed transcript of tool calls;
 -- openai_model() and anthropic_model() are how a real host plugs in its
--- model client (dsh.http, libcurl in the core); agent_loop() hands the
+-- model client (dsh.core.http, libcurl in the core); agent_loop() hands the
 -- model's tool calls to dsh.tools and the results back to the model.
 -- Each call and its result is printed.
 
@@ -24,7 +24,7 @@ add_tree_to_path()
 
 local async = require "dsh.async"
 local context = require "dsh.context"
-local http = require "dsh.http"
+local http = require "dsh.core.http"
 local json = require "dsh.json"
 local tools = require "dsh.tools"
 
@@ -111,7 +111,7 @@ end
 -- How a host plugs in its model client: one function that takes the
 -- conversation and the tool definitions and returns {text=} or {calls=}.
 -- These two speak the OpenAI Chat Completions and Anthropic Messages APIs
--- over dsh.http. They only run with --model and an API key.
+-- over dsh.core.http. They only run with --model and an API key.
 
 local function post_json(url, headers, body)
   local client = http.client()

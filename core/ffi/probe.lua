@@ -1,7 +1,7 @@
 --- core/ffi/probe.lua: writes the C program that states the FFI contract as
 -- the C compiler sees it.
 --
---   luajit core/ffi/probe.lua <probe.c> <cdefs.h> lua/dsh/_ffi/{hostfs,sys}.lua
+--   luajit core/ffi/probe.lua <probe.c> <cdefs.h> lua/dsh/core/_ffi/{hostfs,sys}.lua
 --
 -- For every struct, field, enum constant and function in the generated
 -- declarations (cdefs.h, from core/include/dsh) the program prints one line,
@@ -10,10 +10,10 @@
 --   offset struct dsh_event id 8
 --   const DSH_ECANCELED -17
 --   func dsh_http_cancel
--- and the same for the libc declarations written by hand in lua/dsh/_ffi/
+-- and the same for the libc declarations written by hand in lua/dsh/core/_ffi/
 -- (the Lua files after cdefs.h): hostfs's struct dsh_hostfs_statx is checked
 -- against the kernel's struct statx, and each DSH_<PART>_<NAME> constant
--- against <NAME> from the C headers. dsh._ffi.check compares these lines with what LuaJIT
+-- against <NAME> from the C headers. dsh.core._ffi.check compares these lines with what LuaJIT
 -- makes of the declarations. The program links libdsh.so, so every function
 -- it names is also one the library exports.
 --
@@ -86,7 +86,7 @@ local function c_field(name)
 end
 
 local out_path, cdefs_path = arg[1], arg[2]
-assert(cdefs_path, "usage: luajit probe.lua <probe.c> <cdefs.h> [<lua/dsh/_ffi/part.lua> ...]")
+assert(cdefs_path, "usage: luajit probe.lua <probe.c> <cdefs.h> [<lua/dsh/core/_ffi/part.lua> ...]")
 local structs, consts, funcs = parse(read(cdefs_path))
 local hstructs, hconsts = {}, {}
 for i = 3, #arg do

@@ -11,7 +11,7 @@
 -- error. A task that fails with nobody awaiting it is reported through the
 -- unhandled-error reporter (stderr by default), never swallowed.
 local errors = require "dsh.errors"
-local loop = require "dsh.loop"
+local loop = require "dsh.core.loop"
 
 local M = {}
 

@@ -42,7 +42,7 @@ M.CATALOGUE = {
     DEPENDENCY_FAILED = "a provider was not set up because a service it injects failed",
     DEPENDENCY_CYCLE = "providers inject each other's services",
   },
-  -- The core bindings (dsh.http, dsh.proc and the codecs).
+  -- The core bindings (dsh.core.http, dsh.core.proc and the codecs).
   core = {
     HTTP_ERROR = "an HTTP transfer failed (libcurl's message)",
     HTTP_TIMEOUT = "an HTTP request ran past its timeout",
@@ -55,7 +55,7 @@ M.CATALOGUE = {
     ENVELOPE = "a malformed Connect envelope",
     FRAME = "a malformed NDJSON-base64 frame",
     LSP_FRAME = "a malformed LSP Content-Length frame",
-    TTY = "the host's terminal refused a call (dsh.tty: not a terminal, a failed read)",
+    TTY = "the host's terminal refused a call (dsh.core.tty: not a terminal, a failed read)",
   },
   -- ctx.fs (dsh.fs; fs_local, fs_e2b). The first four are also its backend contract's.
   fs = {
@@ -149,7 +149,7 @@ M.CATALOGUE = {
     CODE_RUNTIME_UNAVAILABLE = "run_code: the context has no ctx.codeRuntime",
     CODE_RUN_FAILED = "run_code: the run ended with an error result (err.kind, err.logs)",
   },
-  -- make poc (dsh.poc): the faults its steps inject on purpose.
+  -- make poc (dsh.app.poc): the faults its steps inject on purpose.
   poc = {
     POC_INJECTED = "make poc step 4: the failure injected into a command's publication",
   },
@@ -158,13 +158,13 @@ M.CATALOGUE = {
     TOOL_UNKNOWN = "the model called a tool the registry does not list",
     TOOL_UNAVAILABLE = "the tool needs a service the context does not have (the message names it)",
   },
-  -- Host system calls (dsh.sysutil): err.errno and the function named in the message.
+  -- Host system calls (dsh.core.sysutil): err.errno and the function named in the message.
   sys = {
     NOT_FOUND = "no such file, directory or variable on the host (ENOENT, ENOTDIR)",
     PERMISSION_DENIED = "the host refused the call (EACCES, EPERM)",
     IO_ERROR = "a host system call failed for any other reason",
   },
-  -- Host file primitives (dsh.hostfs): errno in err.errno. Besides "io" they
+  -- Host file primitives (dsh.core.hostfs): errno in err.errno. Besides "io" they
   -- use envd's words not_found (ENOENT, ENOTDIR) and permission_denied.
   host = {
     io = "a host file call failed for any other reason",
@@ -195,7 +195,7 @@ M.CATALOGUE = {
 -- Families: codes built from another catalogue, each matched by a pattern.
 M.FAMILIES = {
   { area = "core", pattern = "^PROC_E[A-Z0-9]+$",
-    meaning = "PROC_<status>: a core status of dsh.proc (core/include/dsh/errors.h), e.g. PROC_ESYS" },
+    meaning = "PROC_<status>: a core status of dsh.core.proc (core/include/dsh/errors.h), e.g. PROC_ESYS" },
 }
 
 local AREA = {}

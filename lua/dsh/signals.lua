@@ -5,7 +5,7 @@
 -- host's kernel and E2B's sandboxes are Linux on x86-64. Remote code (envd
 -- requests, `kill` run inside a sandbox, exit statuses a wrapper reports)
 -- takes its numbers from here and never loads the host process binding
--- (dsh.proc) for them. Pure data: no I/O, no FFI.
+-- (dsh.core.proc) for them. Pure data: no I/O, no FFI.
 --
 --   signals.number("TERM"), signals.number("sigterm"), signals.number(15) --> 15
 --   signals.name(9)                                                        --> "SIGKILL"

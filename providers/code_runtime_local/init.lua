@@ -11,7 +11,7 @@
 local code_runtime = require "dsh.code_runtime"
 local errors = require "dsh.errors"
 local node = require "dsh.node"
-local sysutil = require "dsh.sysutil"
+local sysutil = require "dsh.core.sysutil"
 
 local M = {
   name = "code-runtime-local",

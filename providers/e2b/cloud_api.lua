@@ -17,10 +17,10 @@
 -- invalid_argument, not_found, failed_precondition, internal.
 local async = require "dsh.async"
 local errors = require "dsh.errors"
-local http = require "dsh.http"
+local http = require "dsh.core.http"
 local json = require "dsh.json"
-local loop = require "dsh.loop"
-local sys = require "dsh.sysutil"
+local loop = require "dsh.core.loop"
+local sys = require "dsh.core.sysutil"
 
 local M = {}
 

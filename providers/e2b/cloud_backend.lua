@@ -30,7 +30,7 @@ local api = require "dsh.providers.e2b.cloud_api"
 local async = require "dsh.async"
 local envd = require "dsh.envd"
 local errors = require "dsh.errors"
-local loop = require "dsh.loop"
+local loop = require "dsh.core.loop"
 
 local M = { name = "cloud" }
 

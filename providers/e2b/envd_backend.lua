@@ -11,7 +11,7 @@
 -- dshd does not: unimplemented).
 local envd = require "dsh.envd"
 local errors = require "dsh.errors"
-local http = require "dsh.http"
+local http = require "dsh.core.http"
 local json = require "dsh.json"
 
 local M = { name = "envd" }

@@ -30,7 +30,7 @@
 -- so it does when the sandbox stopped answering while the context ran.
 local async = require "dsh.async"
 local errors = require "dsh.errors"
-local loop = require "dsh.loop"
+local loop = require "dsh.core.loop"
 local schema = require "dsh.providers.e2b.schema"
 local session = require "dsh.providers.e2b.session"
 

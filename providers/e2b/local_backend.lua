@@ -9,7 +9,7 @@
 -- sandbox's cgroups (dsh.sandbox.metrics).
 local async = require "dsh.async"
 local errors = require "dsh.errors"
-local loop = require "dsh.loop"
+local loop = require "dsh.core.loop"
 local metrics = require "dsh.sandbox.metrics"
 local sandbox = require "dsh.sandbox"
 

@@ -42,7 +42,7 @@
 local async = require "dsh.async"
 local envd = require "dsh.envd"
 local errors = require "dsh.errors"
-local loop = require "dsh.loop"
+local loop = require "dsh.core.loop"
 
 local M = {}
 

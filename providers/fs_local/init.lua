@@ -4,8 +4,8 @@
 -- realpath -m walked component by component, reads through stdio, temp files
 -- created exclusively with mode 0600, chmod and rename(2). Versions carry
 -- device, inode and ctime, so a replaced or touched file changes version.
--- Trees go through the seam's own tar walker and reader (dsh.fs._hosttree),
--- watches through inotify (dsh.hostwatch: names relative to the watched
+-- Trees go through the seam's own tar walker and reader (dsh.fs.hosttree),
+-- watches through inotify (dsh.core.hostwatch: names relative to the watched
 -- directory; recursive watches add every directory made or moved in, and
 -- report what one already holds as creates).
 -- Config: root = the directory relative paths resolve against (default: the
@@ -13,9 +13,9 @@
 local fs = require "dsh.fs"
 local errors = require "dsh.errors"
 local bit = require "bit"
-local hostfs = require "dsh.hostfs"
-local hosttree = require "dsh.fs._hosttree"
-local hostwatch = require "dsh.hostwatch"
+local hostfs = require "dsh.core.hostfs"
+local hosttree = require "dsh.fs.hosttree"
+local hostwatch = require "dsh.core.hostwatch"
 local lfs = require "lfs"
 local schema = require "dsh.providers.fs_local.schema"
 

@@ -22,7 +22,7 @@
 -- produced while a dropped stream reconnects may be lost.
 local async = require "dsh.async"
 local errors = require "dsh.errors"
-local loop = require "dsh.loop"
+local loop = require "dsh.core.loop"
 local signals = require "dsh.signals"
 local remote = require "dsh.providers.subprocess_e2b.remote"
 local subprocess = require "dsh.subprocess"

@@ -10,7 +10,7 @@
 -- byte offset (remote.lua).
 local async = require "dsh.async"
 local errors = require "dsh.errors"
-local loop = require "dsh.loop"
+local loop = require "dsh.core.loop"
 local remote = require "dsh.providers.subprocess_e2b.remote"
 local subprocess = require "dsh.subprocess"
 

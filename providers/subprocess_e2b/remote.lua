@@ -12,7 +12,7 @@
 -- SUBPROCESS_LOST, so a dead daemon is reported within seconds.
 local async = require "dsh.async"
 local errors = require "dsh.errors"
-local loop = require "dsh.loop"
+local loop = require "dsh.core.loop"
 local signals = require "dsh.signals"
 
 local M = {}

@@ -1,11 +1,11 @@
---- ctx.subprocess on this machine (subprocess-local), over dsh.proc.
+--- ctx.subprocess on this machine (subprocess-local), over dsh.core.proc.
 --
 -- Each spawn is a process group of its own (pgid == the leader's pid). The
 -- environment is this process's environment with the seam's scrub applied,
 -- then the explicit env. Spill files are written here, by the host, while the
 -- bytes pass through (at most spill.maxBytes bytes; whether a spill is
 -- complete follows from the stream's total), under a private directory (0700) that disposal removes.
--- The terminate ladder and quiescence are the core's (dsh.proc).
+-- The terminate ladder and quiescence are the core's (dsh.core.proc).
 --
 -- Config: cwd (default: the current directory), ambientEnv (default: this
 -- process's environment at each spawn), spillDir (default: a fresh
@@ -13,9 +13,9 @@
 local async = require "dsh.async"
 local errors = require "dsh.errors"
 local lfs = require "lfs"
-local proc = require "dsh.proc"
+local proc = require "dsh.core.proc"
 local subprocess = require "dsh.subprocess"
-local sysutil = require "dsh.sysutil"
+local sysutil = require "dsh.core.sysutil"
 local schema = require "dsh.providers.subprocess_local.schema"
 
 local M = {
@@ -77,7 +77,7 @@ function Proc:wait()
   if not self._p then return nil, errors.new("SUBPROCESS_CLOSED", NAME .. ": the process was released") end
   local st, err = self._p:wait()
   if not st then return nil, err end
-  return st -- {exit_code=, signal=}, as dsh.proc says it
+  return st -- {exit_code=, signal=}, as dsh.core.proc says it
 end
 
 function Proc:write(s)

@@ -1,9 +1,9 @@
-local F = require "dsh._ffi"
-local loop = require "dsh.loop"
+local F = require "dsh.core._ffi"
+local loop = require "dsh.core.loop"
 local async = require "dsh.async"
 local helpers = require "helpers"
 
-describe("dsh.loop", function()
+describe("dsh.core.loop", function()
   before_each(helpers.snapshot)
   after_each(helpers.assert_clean)
 

@@ -1,11 +1,11 @@
 -- The pure codecs of the C core through their Lua wrappers: base64, frames,
 -- envelopes, LSP framing, UTF-8 and the output ledger.
-local base64 = require "dsh.base64"
-local frame = require "dsh.frame"
-local envelope = require "dsh.envelope"
-local lspframe = require "dsh.lspframe"
-local utf8 = require "dsh.utf8"
-local ledger = require "dsh.ledger"
+local base64 = require "dsh.core.base64"
+local frame = require "dsh.core.frame"
+local envelope = require "dsh.core.envelope"
+local lspframe = require "dsh.core.lspframe"
+local utf8 = require "dsh.core.utf8"
+local ledger = require "dsh.core.ledger"
 local errors = require "dsh.errors"
 local helpers = require "helpers"
 
@@ -49,7 +49,7 @@ local function expect_frames(max, s, message, values)
   end
 end
 
-describe("dsh.base64", function()
+describe("dsh.core.base64", function()
   before_each(helpers.snapshot)
   after_each(helpers.assert_clean)
 
@@ -89,12 +89,12 @@ describe("dsh.base64", function()
   end)
 
   it("raises on misuse", function()
-    assert.has_error(function() base64.encode(nil) end, "dsh.base64: encode: expected string, got nil")
-    assert.has_error(function() base64.decode(1) end, "dsh.base64: decode: expected string, got number")
+    assert.has_error(function() base64.encode(nil) end, "dsh.core.base64: encode: expected string, got nil")
+    assert.has_error(function() base64.decode(1) end, "dsh.core.base64: decode: expected string, got number")
   end)
 end)
 
-describe("dsh.frame", function()
+describe("dsh.core.frame", function()
   before_each(helpers.snapshot)
   after_each(helpers.assert_clean)
 
@@ -130,7 +130,7 @@ describe("dsh.frame", function()
       assert.equal(E_MAX, err2.message)
     end
     assert.is_table(frame.decoder(2 ^ 53 - 1))
-    assert.has_error(function() frame.decoder("1") end, "dsh.frame: decoder: expected number, got string")
+    assert.has_error(function() frame.decoder("1") end, "dsh.core.frame: decoder: expected number, got string")
   end)
 
   it("pins the reference's failures, at any chunking", function()
@@ -193,14 +193,14 @@ describe("dsh.frame", function()
     local d = assert(frame.decoder(10))
     d:close()
     d:close()
-    assert.equal("dsh.frame.decoder (closed)", tostring(d))
-    assert.has_error(function() d:push("") end, "dsh.frame: push: decoder is closed")
+    assert.equal("dsh.core.frame.decoder (closed)", tostring(d))
+    assert.has_error(function() d:push("") end, "dsh.core.frame: push: decoder is closed")
     assert.has_error(function() assert(frame.decoder(10)):push(nil) end,
-      "dsh.frame: push: expected string, got nil")
+      "dsh.core.frame: push: expected string, got nil")
   end)
 end)
 
-describe("dsh.envelope", function()
+describe("dsh.core.envelope", function()
   before_each(helpers.snapshot)
   after_each(helpers.assert_clean)
 
@@ -252,11 +252,11 @@ describe("dsh.envelope", function()
     assert.has_error(function() envelope.decoder(-1) end)
     assert.has_error(function() envelope.encode(256, "") end)
     assert.has_error(function() envelope.decoder(10):push(false) end,
-      "dsh.envelope: push: expected string, got boolean")
+      "dsh.core.envelope: push: expected string, got boolean")
   end)
 end)
 
-describe("dsh.lspframe", function()
+describe("dsh.core.lspframe", function()
   before_each(helpers.snapshot)
   after_each(helpers.assert_clean)
 
@@ -301,7 +301,7 @@ describe("dsh.lspframe", function()
   end)
 end)
 
-describe("dsh.utf8", function()
+describe("dsh.core.utf8", function()
   before_each(helpers.snapshot)
   after_each(helpers.assert_clean)
 
@@ -361,7 +361,7 @@ describe("dsh.utf8", function()
   end)
 end)
 
-describe("dsh.ledger", function()
+describe("dsh.core.ledger", function()
   before_each(helpers.snapshot)
   after_each(helpers.assert_clean)
 
@@ -410,6 +410,6 @@ describe("dsh.ledger", function()
     l = ledger.new(20)
     assert.is_true(l:add_value(6))
     assert.equal("outer outp", l:limit_message())
-    assert.has_error(function() ledger.new(3) end, "dsh.ledger: new: max must be an integer >= 4, got 3")
+    assert.has_error(function() ledger.new(3) end, "dsh.core.ledger: new: max must be an integer >= 4, got 3")
   end)
 end)

@@ -1,15 +1,15 @@
--- dsh.http against a real loopback server (spec/fixtures/httpd.c), started
+-- dsh.core.http against a real loopback server (spec/fixtures/httpd.c), started
 -- fresh for every test over TCP and a unix socket, and stopped before the
 -- leak check.
 local async = require "dsh.async"
 local helpers = require "helpers"
-local http = require "dsh.http"
-local loop = require "dsh.loop"
-local proc = require "dsh.proc"
+local http = require "dsh.core.http"
+local loop = require "dsh.core.loop"
+local proc = require "dsh.core.proc"
 
 local MiB = 1024 * 1024
 
-describe("dsh.http", function()
+describe("dsh.core.http", function()
   local dir, server, base
 
   local function start_server()
@@ -461,7 +461,7 @@ describe("dsh.http", function()
       res:close()
       assert.equal(0, c:stats().live)
       assert.matches("closed", tostring(res))
-      assert.has_error(function() res:read() end, "dsh.http: read: response is closed")
+      assert.has_error(function() res:read() end, "dsh.core.http: read: response is closed")
       c:close()
     end)
 
@@ -471,9 +471,9 @@ describe("dsh.http", function()
       assert.matches("1 open", tostring(c))
       c:close()
       c:close()
-      assert.equal("dsh.http.client (closed)", tostring(c))
-      assert.has_error(function() res:read() end, "dsh.http: read: response is closed")
-      assert.has_error(function() c:fetch { url = base } end, "dsh.http: fetch: client is closed")
+      assert.equal("dsh.core.http.client (closed)", tostring(c))
+      assert.has_error(function() res:read() end, "dsh.core.http: read: response is closed")
+      assert.has_error(function() c:fetch { url = base } end, "dsh.core.http: fetch: client is closed")
     end)
 
     it("frees forgotten responses and clients when collected", function()
@@ -499,29 +499,29 @@ describe("dsh.http", function()
       -- what was forgotten open is what the leak check reports (and only that)
       local forgotten = helpers.take_collected_open()
       assert.equal(3, #forgotten, table.concat(forgotten, ", "))
-      assert.matches("^dsh%.http%.client", forgotten[1])
-      assert.matches("^dsh%.http%.response%(GET .*/slow", forgotten[2])
-      assert.matches("^dsh%.http%.response%(GET .*/slow", forgotten[3])
+      assert.matches("^dsh%.core%.http%.client", forgotten[1])
+      assert.matches("^dsh%.core%.http%.response%(GET .*/slow", forgotten[2])
+      assert.matches("^dsh%.core%.http%.response%(GET .*/slow", forgotten[3])
     end)
   end)
 
   describe("misuse", function()
     it("raises on bad options, naming the module", function()
       local c = client()
-      assert.has_error(function() c:request {} end, "dsh.http: request: url: expected string, got nil")
+      assert.has_error(function() c:request {} end, "dsh.core.http: request: url: expected string, got nil")
       assert.has_error(function() c:request { url = base, body = "x", body_stream = true } end,
-        "dsh.http: request: body and body_stream are exclusive")
+        "dsh.core.http: request: body and body_stream are exclusive")
       assert.has_error(function() c:request { url = base, headers = { ["X-Bad"] = "a\r\nb" } } end,
-        "dsh.http: request: header X-Bad: expected a string without CR or LF")
+        "dsh.core.http: request: header X-Bad: expected a string without CR or LF")
       assert.has_error(function() c:request { url = base, timeout_ms = -1 } end,
-        "dsh.http: request: timeout_ms: expected an integer from 0 to 1099511627776, got -1")
+        "dsh.core.http: request: timeout_ms: expected an integer from 0 to 1099511627776, got -1")
       assert.has_error(function() c:request { url = base, max_buffer_bytes = 2 ^ 32 } end,
-        "dsh.http: request: max_buffer_bytes: expected an integer from 0 to 1073741824, got 4294967296")
+        "dsh.core.http: request: max_buffer_bytes: expected an integer from 0 to 1073741824, got 4294967296")
       assert.has_error(function() c:request { url = base, method = "GET /x" } end)
       local res = assert(c:request { url = base .. "/status?code=200" })
       assert.has_error(function() res:write("x") end,
-        "dsh.http: write: the request was not made with body_stream = true")
-      assert.matches("^dsh%.http%.response%(GET http://127%.0%.0%.1:%d+/status%?code=200, 200, ",
+        "dsh.core.http: write: the request was not made with body_stream = true")
+      assert.matches("^dsh%.core%.http%.response%(GET http://127%.0%.0%.1:%d+/status%?code=200, 200, ",
         tostring(res))
       res:close()
       assert.same({ requests = 1, connections = 1, live = 0 }, c:stats())

@@ -1,10 +1,10 @@
-local proc = require "dsh.proc"
+local proc = require "dsh.core.proc"
 local async = require "dsh.async"
-local loop = require "dsh.loop"
+local loop = require "dsh.core.loop"
 local helpers = require "helpers"
 local lfs = require "lfs"
 
-local has_utf8, utf8 = pcall(require, "dsh.utf8")
+local has_utf8, utf8 = pcall(require, "dsh.core.utf8")
 
 local ENV = { PATH = "/usr/bin:/bin" }
 
@@ -50,7 +50,7 @@ local function read_until(p, needle)
   return got
 end
 
-describe("dsh.proc", function()
+describe("dsh.core.proc", function()
   before_each(helpers.snapshot)
   after_each(function()
     for _, p in ipairs(opened) do p:close() end
@@ -70,7 +70,7 @@ describe("dsh.proc", function()
         assert.same({ exit_code = 0, core_dumped = false }, p:wait())
         assert.is_true(p:wait_quiescent())
         assert.is_true(p:quiescent())
-        assert.matches("^dsh.proc %d+ %(exited 0%)$", tostring(p))
+        assert.matches("^dsh.core.proc %d+ %(exited 0%)$", tostring(p))
       end)
     end)
 
@@ -141,23 +141,23 @@ describe("dsh.proc", function()
 
     it("raises on misuse, naming the module", function()
       assert.has_error(function() spawn { argv = {} } end,
-        "dsh.proc: spawn: argv must be a non-empty list of strings")
+        "dsh.core.proc: spawn: argv must be a non-empty list of strings")
       assert.has_error(function() spawn { argv = { "a", 3 } } end,
-        "dsh.proc: spawn: argv must be a non-empty list of strings")
+        "dsh.core.proc: spawn: argv must be a non-empty list of strings")
       assert.has_error(function() spawn { argv = { "true" }, stdout = "file" } end,
-        'dsh.proc: spawn: stdout must be "pipe", "null" or "inherit", got file')
+        'dsh.core.proc: spawn: stdout must be "pipe", "null" or "inherit", got file')
       assert.has_error(function() spawn { argv = { "true" }, stout = "pipe" } end,
-        'dsh.proc: spawn: unknown option "stout"')
+        'dsh.core.proc: spawn: unknown option "stout"')
       assert.has_error(function() spawn { argv = { "true" }, env = { ["A=B"] = "x" } } end,
-        'dsh.proc: spawn: env name "A=B" is not a valid variable name')
+        'dsh.core.proc: spawn: env name "A=B" is not a valid variable name')
       local p = assert(spawn { argv = { "true" }, stdout = "null" })
-      assert.has_error(function() p:read() end, "dsh.proc: read: stdout is not a pipe")
-      assert.has_error(function() p:write("x") end, "dsh.proc: write: stdin is not a pipe")
-      assert.has_error(function() p:signal("NOPE") end, "dsh.proc: signal: unknown signal NOPE")
-      assert.has_error(function() p:resize(10, 10) end, "dsh.proc: resize: the proc has no pty")
+      assert.has_error(function() p:read() end, "dsh.core.proc: read: stdout is not a pipe")
+      assert.has_error(function() p:write("x") end, "dsh.core.proc: write: stdin is not a pipe")
+      assert.has_error(function() p:signal("NOPE") end, "dsh.core.proc: signal: unknown signal NOPE")
+      assert.has_error(function() p:resize(10, 10) end, "dsh.core.proc: resize: the proc has no pty")
       p:close()
       p:close()
-      assert.has_error(function() p:wait() end, "dsh.proc: wait: the proc is closed")
+      assert.has_error(function() p:wait() end, "dsh.core.proc: wait: the proc is closed")
       assert.is_true(p:status().closed)
       assert.matches("closed%)$", tostring(p))
     end)
@@ -377,7 +377,7 @@ describe("dsh.proc", function()
         assert.is_true(split, "no read ended inside a character (" .. #chunks .. " reads)")
         assert.equal(text, table.concat(chunks))
         -- reassembled as text: every piece a stream decoder releases is whole UTF-8
-        -- (without dsh.utf8, only the bytes above are checked)
+        -- (without dsh.core.utf8, only the bytes above are checked)
         if has_utf8 then
           local dec = utf8.stream()
           local parts = {}
@@ -402,9 +402,9 @@ describe("dsh.proc", function()
         assert.is_true(p:write("\4"))
         assert.equal(0, p:wait().exit_code)
         assert.has_error(function() p:close_stdin() end,
-          'dsh.proc: close_stdin: a pty has no separate stdin (write "\\4" for end of file)')
+          'dsh.core.proc: close_stdin: a pty has no separate stdin (write "\\4" for end of file)')
         assert.has_error(function() p:read("stderr") end,
-          "dsh.proc: read: stderr is not a pipe (a pty has only stdout)")
+          "dsh.core.proc: read: stderr is not a pipe (a pty has only stdout)")
       end)
     end)
 

@@ -6,7 +6,7 @@
 -- LuaJIT closes its state. Closing the state used to dlclose libdsh.so and
 -- libev with it; the next SIGCHLD then jumped into unmapped code (SIGSEGV).
 local helpers = require "helpers"
-local proc = require "dsh.proc"
+local proc = require "dsh.core.proc"
 
 -- Runs in a fresh luajit: a finalizer created before dsh's library is loaded
 -- runs after the library's own (lua_close finalizes newest first) and forks a
@@ -16,7 +16,7 @@ local guard = newproxy(true)
 getmetatable(guard).__gc = function() os.execute("true") end
 _G.GUARD = guard
 local async = require "dsh.async"
-local proc = require "dsh.proc"
+local proc = require "dsh.core.proc"
 async.run(function()
   local p = assert(proc.spawn { argv = { "true" }, stdout = "null", stderr = "null" })
   p:wait()

@@ -1,8 +1,8 @@
 -- The FFI contract: the declarations LuaJIT loads are the ones libdsh.so was
--- compiled from, and the drift check (dsh._ffi.check against the build's
+-- compiled from, and the drift check (dsh.core._ffi.check against the build's
 -- probe) would catch a number, a layout or a function changed on one side.
-local F = require "dsh._ffi"
-local check = require "dsh._ffi.check"
+local F = require "dsh.core._ffi"
+local check = require "dsh.core._ffi.check"
 local helpers = require "helpers"
 local lfs = require "lfs"
 
@@ -42,7 +42,7 @@ end
 -- probe's facts, and the declarations: the core's, then the libc parts.
 local DRIVER = [[
 local ffi = require "ffi"
-local check = require "dsh._ffi.check"
+local check = require "dsh.core._ffi.check"
 local function read(p) local f = assert(io.open(p, "rb")) local s = f:read("*a") f:close() return s end
 for i = 3, #arg do ffi.cdef(read(arg[i])) end
 local lib = ffi.load(arg[1])
@@ -51,10 +51,10 @@ for _, line in ipairs(check.compare(ffi, lib, check.parse_facts(read(arg[2])), e
 ]]
 
 local tmp
--- hostfs: the text of dsh._ffi.hostfs to use (the other libc part is as loaded)
+-- hostfs: the text of dsh.core._ffi.hostfs to use (the other libc part is as loaded)
 local function run_check(cdefs, hostfs, facts)
   local paths = {}
-  for name, text in pairs { driver = DRIVER, cdefs = cdefs, hostfs = hostfs, sys = require "dsh._ffi.sys",
+  for name, text in pairs { driver = DRIVER, cdefs = cdefs, hostfs = hostfs, sys = require "dsh.core._ffi.sys",
     facts = facts } do
     paths[name] = tmp .. "/" .. name
     write(paths[name], text)
@@ -76,7 +76,7 @@ describe("the FFI contract", function()
   setup(function()
     facts_text = probe()
     facts = check.parse_facts(facts_text)
-    hostfs = require "dsh._ffi.hostfs"
+    hostfs = require "dsh.core._ffi.hostfs"
     tmp = os.tmpname()
     os.remove(tmp)
     assert(lfs.mkdir(tmp))
@@ -111,7 +111,7 @@ describe("the FFI contract", function()
     assert.is_nil(seen["func dsh_loop_push"])
   end)
 
-  it("holds for the declarations dsh._ffi loaded", function()
+  it("holds for the declarations dsh.core._ffi loaded", function()
     local exports = assert(check.exports(F.path))
     assert.equal("", lines(check.compare(F.ffi, F.C, facts, exports)))
   end)
@@ -194,7 +194,7 @@ describe("the FFI contract", function()
           found[#found + 1] = rel .. ":" .. n .. ": " .. line
         end
       end
-      if rel ~= "lua/dsh/_ffi.lua" and text:match("cdef[^\n]*dsh_") then
+      if rel ~= "lua/dsh/core/_ffi/init.lua" and text:match("cdef[^\n]*dsh_") then
         found[#found + 1] = rel .. ": declares core functions by hand"
       end
     end)

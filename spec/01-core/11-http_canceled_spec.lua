@@ -1,14 +1,14 @@
--- dsh.http when the core cancels a transfer that no Lua abort signal stopped
+-- dsh.core.http when the core cancels a transfer that no Lua abort signal stopped
 -- (as dsh_http_free does for a client's live requests): the response maps the
 -- core's DSH_ECANCELED to ABORTED with the core's message. Driven through the
--- binding (dsh._ffi) because no public call cancels without a signal, which
+-- binding (dsh.core._ffi) because no public call cancels without a signal, which
 -- takes its own branch first.
-local F = require "dsh._ffi"
+local F = require "dsh.core._ffi"
 local helpers = require "helpers"
-local http = require "dsh.http"
-local proc = require "dsh.proc"
+local http = require "dsh.core.http"
+local proc = require "dsh.core.proc"
 
-describe("dsh.http, a transfer canceled by the core", function()
+describe("dsh.core.http, a transfer canceled by the core", function()
   local dir, server, base
 
   setup(function()

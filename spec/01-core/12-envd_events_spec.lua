@@ -1,8 +1,8 @@
--- dsh.envd_events: the binding of the core's envd stream reader, fed with
--- envelopes made by dsh.envelope.
-local base64 = require "dsh.base64"
-local envelope = require "dsh.envelope"
-local envd_events = require "dsh.envd_events"
+-- dsh.core.envd_events: the binding of the core's envd stream reader, fed with
+-- envelopes made by dsh.core.envelope.
+local base64 = require "dsh.core.base64"
+local envelope = require "dsh.core.envelope"
+local envd_events = require "dsh.core.envd_events"
 
 local function data_event(stream, bytes, offset)
   local fields = { ('"%s":"%s"'):format(stream, base64.encode(bytes)) }
@@ -29,7 +29,7 @@ local function drain(r)
   end
 end
 
-describe("dsh.envd_events", function()
+describe("dsh.core.envd_events", function()
   it("yields data events as bytes, in pieces with their offsets, and other messages as JSON", function()
     local big = pattern(150000)
     local start = '{"event":{"start":{"pid":42}}}'
@@ -95,13 +95,13 @@ describe("dsh.envd_events", function()
 
   it("raises on misuse", function()
     assert.has_error(function() envd_events.reader(-1) end,
-      "dsh.envd_events: reader: max must be an integer in 0..4294967295, got -1")
+      "dsh.core.envd_events: reader: max must be an integer in 0..4294967295, got -1")
     local r = envd_events.reader(10)
-    assert.has_error(function() r:push(5) end, "dsh.envd_events: push: expected string, got number")
+    assert.has_error(function() r:push(5) end, "dsh.core.envd_events: push: expected string, got number")
     r:close()
     r:close()
-    assert.equal("dsh.envd_events.reader (closed)", tostring(r))
-    assert.has_error(function() r:next() end, "dsh.envd_events: next: reader is closed")
-    assert.has_error(function() r:push("x") end, "dsh.envd_events: push: reader is closed")
+    assert.equal("dsh.core.envd_events.reader (closed)", tostring(r))
+    assert.has_error(function() r:next() end, "dsh.core.envd_events: next: reader is closed")
+    assert.has_error(function() r:push("x") end, "dsh.core.envd_events: push: reader is closed")
   end)
 end)

@@ -1,11 +1,11 @@
--- dsh.sysutil: host helpers return a value or true on success, and nil, err
+-- dsh.core.sysutil: host helpers return a value or true on success, and nil, err
 -- (dsh.errors: NOT_FOUND, PERMISSION_DENIED, IO_ERROR) on failure, naming the
 -- function and what failed; writes are checked, and a failed write leaves
 -- neither the target nor a temp file behind.
 local errors = require "dsh.errors"
 local helpers = require "helpers"
 local lfs = require "lfs"
-local sys = require "dsh.sysutil"
+local sys = require "dsh.core.sysutil"
 
 local function entries(dir)
   local out = {}
@@ -23,7 +23,7 @@ local function assert_err(code, message, ok, err)
   assert.equal(message, err.message)
 end
 
-describe("dsh.sysutil", function()
+describe("dsh.core.sysutil", function()
   local dir
 
   before_each(function()
@@ -71,7 +71,7 @@ describe("dsh.sysutil", function()
     -- SIGXFSZ ignored (inherited through exec): writes past the limit fail with EFBIG
     local script = dir .. "/w.lua"
     assert.is_true(sys.write_file(script, [[
-      local sys = require "dsh.sysutil"
+      local sys = require "dsh.core.sysutil"
       local ok, err = sys.write_file(arg[1], string.rep("x", 200000))
       io.write(tostring(ok), "|", err and err.code or "", "|", err and err.message or "")
     ]]))

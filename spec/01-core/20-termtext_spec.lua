@@ -1,13 +1,13 @@
--- The terminal text bindings (dsh.termtext, dsh.termscreen): the sanitizer
+-- The terminal text bindings (dsh.core.termtext, dsh.core.termscreen): the sanitizer
 -- pins of reference §6.8 items 1-5 through Lua, the buffer's pages and
 -- limits, the screen's snapshot, replies and reflow, and misuse; and where
 -- the terminal primitives live: declared from their headers (so the FFI
 -- contract's drift check covers them) and libvterm linked into libdsh.so only.
-local F = require "dsh._ffi"
-local check = require "dsh._ffi.check"
+local F = require "dsh.core._ffi"
+local check = require "dsh.core._ffi.check"
 local helpers = require "helpers"
-local termscreen = require "dsh.termscreen"
-local termtext = require "dsh.termtext"
+local termscreen = require "dsh.core.termscreen"
+local termtext = require "dsh.core.termtext"
 
 local function output(cmd)
   local p = assert(io.popen(cmd))
@@ -53,7 +53,7 @@ describe("the terminal primitives in the core", function()
   end)
 end)
 
-describe("dsh.termtext", function()
+describe("dsh.core.termtext", function()
   it("sanitizes as the reference pins", function()
     local s = termtext.sanitizer(4096)
     assert.same({ "red", false, false }, { s:feed("\27[31mred\27[") })
@@ -71,10 +71,10 @@ describe("dsh.termtext", function()
     assert.equal("a", (small:feed("a\27]133;D;0123456789")))
     assert.equal("", (small:feed("more\27x\27")))
     assert.same({ "b", false, false }, { small:feed("\\b") })
-    assert.equal("dsh.termtext.sanitizer(8)", tostring(small))
+    assert.equal("dsh.core.termtext.sanitizer(8)", tostring(small))
     assert.has_error(function() termtext.sanitizer(0) end,
-      "dsh.termtext: sanitizer: maxPending must be a positive integer, got 0")
-    assert.has_error(function() small:feed(1) end, "dsh.termtext: feed: expected string, got number")
+      "dsh.core.termtext: sanitizer: maxPending must be a positive integer, got 0")
+    assert.has_error(function() small:feed(1) end, "dsh.core.termtext: feed: expected string, got number")
   end)
 
   it("keeps a bounded, code-point-safe tail and pages lines newest first", function()
@@ -89,11 +89,11 @@ describe("dsh.termtext", function()
     assert.equal(0, b:lines())
     assert.is_true(b:truncated())
     assert.has_error(function() termtext.buffer(0) end,
-      "dsh.termtext: buffer: maxBytes must be a positive integer, got 0")
+      "dsh.core.termtext: buffer: maxBytes must be a positive integer, got 0")
   end)
 end)
 
-describe("dsh.termscreen", function()
+describe("dsh.core.termscreen", function()
   it("shows rows and the cursor, answers queries and reflows", function()
     local scr = termscreen.new(3, 10)
     assert.equal("\27[1;1R", scr:feed("\27[6n"))
@@ -105,10 +105,10 @@ describe("dsh.termscreen", function()
     scr:resize(3, 20)
     assert.same({ "abcdefghijkl", "$", "" }, scr:snapshot().lines)
     assert.same({ row = 1, col = 2 }, scr:info().cursor)
-    assert.equal("dsh.termscreen(3x20)", tostring(scr))
+    assert.equal("dsh.core.termscreen(3x20)", tostring(scr))
     assert.has_error(function() termscreen.new(0, 80) end,
-      "dsh.termscreen: new: rows must be an integer in [1, 1000], got 0")
+      "dsh.core.termscreen: new: rows must be an integer in [1, 1000], got 0")
     assert.has_error(function() scr:resize(3, 1001) end,
-      "dsh.termscreen: resize: cols must be an integer in [1, 1000], got 1001")
+      "dsh.core.termscreen: resize: cols must be an integer in [1, 1000], got 1001")
   end)
 end)

@@ -1,5 +1,5 @@
 local async = require "dsh.async"
-local loop = require "dsh.loop"
+local loop = require "dsh.core.loop"
 local helpers = require "helpers"
 
 describe("dsh.async", function()

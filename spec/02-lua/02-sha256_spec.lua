@@ -1,7 +1,7 @@
-local sha256 = require "dsh.sha256"
+local sha256 = require "dsh.core.sha256"
 local helpers = require "helpers"
 
-describe("dsh.sha256", function()
+describe("dsh.core.sha256", function()
   before_each(helpers.snapshot)
   after_each(helpers.assert_clean)
 
@@ -18,10 +18,10 @@ describe("dsh.sha256", function()
   end)
 
   it("raises on misuse", function()
-    assert.has_error(function() sha256.hex(nil) end, "dsh.sha256: hex: expected string, got nil")
+    assert.has_error(function() sha256.hex(nil) end, "dsh.core.sha256: hex: expected string, got nil")
     local h = sha256.new()
     h:hex()
     assert.matches("finished", tostring(h))
-    assert.has_error(function() h:update("x") end, "dsh.sha256: update: hasher already finished")
+    assert.has_error(function() h:update("x") end, "dsh.core.sha256: update: hasher already finished")
   end)
 end)

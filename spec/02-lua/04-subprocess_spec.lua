@@ -162,8 +162,8 @@ describe("dsh.subprocess scrub", function()
       "dsh.subprocess: scrub_rules is read-only")
   end)
 
-  it("reads this process's environment as it is now (dsh.sysutil.environ)", function()
-    local sys = require "dsh.sysutil"
+  it("reads this process's environment as it is now (dsh.core.sysutil.environ)", function()
+    local sys = require "dsh.core.sysutil"
     assert.equal(os.getenv("PATH"), sys.environ().PATH)
     assert.is_nil(sys.environ().DSH_SPEC_ENVIRON)
     sys.setenv("DSH_SPEC_ENVIRON", "seen")

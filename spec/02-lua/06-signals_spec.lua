@@ -28,7 +28,7 @@ describe("dsh.signals", function()
   end)
 
   it("numbers every signal as this Linux host does", function()
-    local proc = require "dsh.proc" -- the C core's table, built from <signal.h>
+    local proc = require "dsh.core.proc" -- the C core's table, built from <signal.h>
     local names = signals.names()
     assert.equal(31, #names)
     for num, name in ipairs(names) do

@@ -108,8 +108,8 @@ describe("the error catalogue", function()
     assert.same(want, have)
   end)
 
-  it("covers every core status dsh.proc can turn into PROC_<status>", function()
-    local F = require "dsh._ffi"
+  it("covers every core status dsh.core.proc can turn into PROC_<status>", function()
+    local F = require "dsh.core._ffi"
     local n = 0
     for rc = -1, -64, -1 do
       local name = F.status(rc)

@@ -3,9 +3,9 @@
 -- and the check must fail naming it (then the leftover is cleaned up).
 local D = require "helpers.dshd"
 local helpers = require "helpers"
-local loop = require "dsh.loop"
-local proc = require "dsh.proc"
-local sys = require "dsh.sysutil"
+local loop = require "dsh.core.loop"
+local proc = require "dsh.core.proc"
+local sys = require "dsh.core.sysutil"
 
 -- assert_clean's failure message (it must fail).
 local function unclean()

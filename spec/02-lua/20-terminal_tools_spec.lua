@@ -14,7 +14,7 @@ local T = terminal.tools
 local function host_pid(marker)
   for name in require("lfs").dir("/proc") do
     if name:match("^%d+$") then
-      local cmd = require("dsh.sysutil").read_file("/proc/" .. name .. "/cmdline") or ""
+      local cmd = require("dsh.core.sysutil").read_file("/proc/" .. name .. "/cmdline") or ""
       if cmd:sub(1, #marker) == marker then return tonumber(name) end
     end
   end
@@ -146,7 +146,7 @@ describe("terminal tools", function()
       local text = assert(T.terminal_send.run(ctx, { session_id = "pty-1",
         text = "for i in $(seq 1 50); do printf '你好'; done; echo; echo end" }, opts))
       assert.is_true(#text <= 100)
-      assert.is_true(require("dsh.utf8").validate(text))
+      assert.is_true(require("dsh.core.utf8").validate(text))
       local tail = "end\ndsh> \n[wait: stdin_read]\n[session: running]\n[output truncated]"
       assert.equal(tail, text:sub(-#tail))
       opts.maxResultBytes = 1 -- at least 64

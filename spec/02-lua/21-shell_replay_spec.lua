@@ -1,9 +1,9 @@
--- dsh.shell.replay: replayed output loses the queries a terminal would
+-- dsh.app.shell.replay: replayed output loses the queries a terminal would
 -- answer, and the answers a terminal sends anyway are dropped until it
 -- answered the fence (the whole path, through a real terminal:
 -- spec/05-integration/11-shell_spec.lua).
 local helpers = require "helpers"
-local replay = require "dsh.shell.replay"
+local replay = require "dsh.app.shell.replay"
 
 describe("dsh shell's replay guards", function()
   before_each(helpers.snapshot)

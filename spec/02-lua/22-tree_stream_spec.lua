@@ -1,12 +1,12 @@
--- The tar stream of ctx.fs's tree transfers (dsh.fs._tar, dsh.fs._hosttree)
+-- The tar stream of ctx.fs's tree transfers (dsh.fs._tar, dsh.fs.hosttree)
 -- against streams a hostile sandbox could send: nothing is ever written
 -- outside the destination or through a symlink, setuid never arrives, every
 -- malformed stream is an error naming what was wrong (never a raise), and
 -- random damage to a valid stream never does either. (The transfers on real
 -- sandboxes: spec/04-providers/07-fs_trees_spec.lua.)
 local helpers = require "helpers"
-local hostfs = require "dsh.hostfs"
-local hosttree = require "dsh.fs._hosttree"
+local hostfs = require "dsh.core.hostfs"
+local hosttree = require "dsh.fs.hosttree"
 local lfs = require "lfs"
 local tar = require "dsh.fs._tar"
 

@@ -11,7 +11,7 @@
 local async = require "dsh.async"
 local helpers = require "helpers"
 local json = require "dsh.json"
-local lspframe = require "dsh.lspframe"
+local lspframe = require "dsh.core.lspframe"
 local rpc = require "dsh.lsp._rpc"
 
 local SEED = tonumber(os.getenv("DSH_FUZZ_SEED") or "") or 20240611

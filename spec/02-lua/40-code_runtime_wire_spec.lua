@@ -5,7 +5,7 @@
 local helpers = require "helpers"
 local wire = require "dsh.code_runtime._wire"
 local json = require "dsh.code_runtime._json"
-local ledger = require "dsh.ledger"
+local ledger = require "dsh.core.ledger"
 
 local function roundtrip(v)
   local text = assert(wire.encode(v))
@@ -118,8 +118,8 @@ describe("code runtime wire", function()
     assert.equal(65, cost)
   end)
 
-  it("the runners' byte loops (remote/runner/fast.lua) agree with the wire's own, on every kind of byte", function()
-    local fast = dofile(helpers.root .. "/remote/runner/fast.lua")
+  it("the runner's byte loops (remote/code_runtime/fast.lua) agree with the wire's, on every kind of byte", function()
+    local fast = dofile(helpers.root .. "/remote/code_runtime/fast.lua")
     math.randomseed(7)
     local pieces = { "a", "é", "你", "😀", '"', "\\", "\n", "\t", "\1", "\31", "\127", "\237\160\128", "\237\191\191",
       "\255", "\192\128", "\237\159\191", "\244\143\191\191", "\244\144\128\128", "\240\144\128\128", "\224\160\128",

@@ -4,10 +4,10 @@
 -- replies by id, junk ignored, every failure message, late replies never
 -- written, setup races; and hostile frame streams (a fuzz run).
 local async = require "dsh.async"
-local base64 = require "dsh.base64"
+local base64 = require "dsh.core.base64"
 local code_runtime = require "dsh.code_runtime"
 local helpers = require "helpers"
-local loop = require "dsh.loop"
+local loop = require "dsh.core.loop"
 local wire = require "dsh.code_runtime._wire"
 local json = require "dsh.code_runtime._json"
 

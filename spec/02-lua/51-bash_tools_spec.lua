@@ -75,7 +75,7 @@ describe("dsh.bash rendering", function()
     local long = ("é"):rep(100)
     local cut = render.render(result(long), 64)
     assert.matches("^%[%.%.%. %d+ bytes of output truncated%]\n", cut)
-    assert.is_truthy(require("dsh.utf8").validate(cut))
+    assert.is_truthy(require("dsh.core.utf8").validate(cut))
     -- a collector's own cut (total beyond the text) is treated alike
     local r = result("tail of a partial line\nwhole line\n")
     r.stdout.total = 5000

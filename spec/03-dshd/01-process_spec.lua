@@ -4,11 +4,11 @@
 -- List, Connect fan-out, keepalives and the Connect-Timeout-Ms deadline; then
 -- what differs on a bare `dshd --envd-compat` (stock envd behaviour).
 local async = require "dsh.async"
-local base64 = require "dsh.base64"
+local base64 = require "dsh.core.base64"
 local D = require "helpers.dshd"
 local helpers = require "helpers"
 local json = require "dsh.json"
-local loop = require "dsh.loop"
+local loop = require "dsh.core.loop"
 
 local START, CONNECT = "/process.Process/Start", "/process.Process/Connect"
 local NO_PID = 999999

@@ -1,12 +1,12 @@
 -- Bytes stay bytes between the host and a sandbox's dshd: UTF-8 split across
--- data events arrives raw and reassembles exactly (dsh.utf8.stream on the
+-- data events arrives raw and reassembles exactly (dsh.core.utf8.stream on the
 -- host), and all 256 byte values survive /files (octet-stream, multipart,
 -- streamed) and stdin/stdout/stderr. One sandbox for the file.
 local D = require "helpers.dshd"
 local helpers = require "helpers"
-local sha256 = require "dsh.sha256"
-local sys = require "dsh.sysutil"
-local utf8 = require "dsh.utf8"
+local sha256 = require "dsh.core.sha256"
+local sys = require "dsh.core.sysutil"
+local utf8 = require "dsh.core.utf8"
 
 local TEXT = "h\u{e9}llo \u{4f60}\u{597d} \u{1f642}" -- "héllo 你好 🙂": 2-, 3- and 4-byte characters
 

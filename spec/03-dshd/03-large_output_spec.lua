@@ -7,7 +7,7 @@
 local async = require "dsh.async"
 local D = require "helpers.dshd"
 local helpers = require "helpers"
-local sha256 = require "dsh.sha256"
+local sha256 = require "dsh.core.sha256"
 
 local MB = 1000 * 1000
 local RSS_BOUND_KIB = 32 * 1024 -- measured peaks 7.5-9.5 MiB: idle ~6 MiB, a 1 MiB ring per stream

@@ -4,7 +4,7 @@
 -- as `stty size` sees them, and stdout/stderr merged into the pty stream.
 local D = require "helpers.dshd"
 local helpers = require "helpers"
-local loop = require "dsh.loop"
+local loop = require "dsh.core.loop"
 
 describe("dshd PTYs", function()
   local S = D.use_sandbox()

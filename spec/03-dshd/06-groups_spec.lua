@@ -6,7 +6,7 @@
 local async = require "dsh.async"
 local D = require "helpers.dshd"
 local helpers = require "helpers"
-local loop = require "dsh.loop"
+local loop = require "dsh.core.loop"
 
 describe("dshd process groups", function()
   local S = D.use_sandbox()

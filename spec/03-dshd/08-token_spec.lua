@@ -4,14 +4,14 @@
 -- open; /files also takes envd's v1 URL signature. The token never shows up
 -- in the sandbox's log, nor in any command line or environment inside the
 -- sandbox, nor in a verbose dshd's log, nor in argv after --access-token.
-local base64 = require "dsh.base64"
+local base64 = require "dsh.core.base64"
 local D = require "helpers.dshd"
 local helpers = require "helpers"
-local http = require "dsh.http"
+local http = require "dsh.core.http"
 local json = require "dsh.json"
-local sha256 = require "dsh.sha256"
+local sha256 = require "dsh.core.sha256"
 local state = require "dsh.sandbox.state"
-local sys = require "dsh.sysutil"
+local sys = require "dsh.core.sysutil"
 
 local UNAUTHORIZED = {
   code = 401,

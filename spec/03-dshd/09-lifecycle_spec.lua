@@ -9,11 +9,11 @@
 local async = require "dsh.async"
 local D = require "helpers.dshd"
 local helpers = require "helpers"
-local loop = require "dsh.loop"
-local proc = require "dsh.proc"
+local loop = require "dsh.core.loop"
+local proc = require "dsh.core.proc"
 local sandbox = require "dsh.sandbox"
 local state = require "dsh.sandbox.state"
-local sys = require "dsh.sysutil"
+local sys = require "dsh.core.sysutil"
 
 -- The sandbox's entry in sandbox.list(), or nil.
 local function listed(id)
@@ -252,7 +252,7 @@ describe("bin/dsh", function()
     helpers.run(function()
       local code, out, err = dsh("help")
       assert.same({ 0, "" }, { code, err })
-      local cli = require "dsh.cli"
+      local cli = require "dsh.app.cli"
       assert.equal(cli.USAGE, out)
       local n = 0
       for cmd, flags in pairs(cli.FLAGS) do
@@ -265,7 +265,7 @@ describe("bin/dsh", function()
         end
       end
       assert.is_true(n >= 11)
-      assert.truthy(out:find(require("dsh.shell").USAGE:gsub("^usage: ", ""), 1, true))
+      assert.truthy(out:find(require("dsh.app.shell").USAGE:gsub("^usage: ", ""), 1, true))
       assert.truthy(out:find("dsh poc [--cloud]", 1, true))
     end)
   end)

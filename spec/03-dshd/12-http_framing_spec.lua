@@ -7,8 +7,8 @@
 -- After each, dshd is the same process and still serves.
 local D = require "helpers.dshd"
 local helpers = require "helpers"
-local loop = require "dsh.loop"
-local sys = require "dsh.sysutil"
+local loop = require "dsh.core.loop"
+local sys = require "dsh.core.sysutil"
 
 --- CPU seconds used so far by a host pid (utime + stime).
 local function cpu_s(pid)

@@ -9,8 +9,8 @@ local D = require "helpers.dshd"
 local envd = require "dsh.envd"
 local helpers = require "helpers"
 local sock = require "helpers.socket"
-local loop = require "dsh.loop"
-local proc = require "dsh.proc"
+local loop = require "dsh.core.loop"
+local proc = require "dsh.core.proc"
 
 --- A raw connection through spec/fixtures/rawhttp.c whose bytes are written
 -- by the caller over time. :send(bytes), :finish() -> answer, ms from open

@@ -8,7 +8,7 @@
 local D = require "helpers.dshd"
 local helpers = require "helpers"
 local sock = require "helpers.socket"
-local loop = require "dsh.loop"
+local loop = require "dsh.core.loop"
 
 
 --- A GET of path read to the end (or until ms pass without a byte):

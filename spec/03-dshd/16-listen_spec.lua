@@ -10,7 +10,7 @@ local async = require "dsh.async"
 local D = require "helpers.dshd"
 local helpers = require "helpers"
 local json = require "dsh.json"
-local proc = require "dsh.proc"
+local proc = require "dsh.core.proc"
 
 --- Runs dshd with args to its exit (or stops it once ready): status, stderr.
 local function run_dshd(args)

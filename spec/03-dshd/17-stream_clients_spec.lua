@@ -11,7 +11,7 @@ local D = require "helpers.dshd"
 local helpers = require "helpers"
 local sock = require "helpers.socket"
 local json = require "dsh.json"
-local loop = require "dsh.loop"
+local loop = require "dsh.core.loop"
 
 
 --- Opens a Start stream on a raw socket; returns the fd and the pid from

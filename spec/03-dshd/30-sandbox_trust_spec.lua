@@ -12,7 +12,7 @@
 -- files of bounded size.
 local D = require "helpers.dshd"
 local helpers = require "helpers"
-local hostfs = require "dsh.hostfs"
+local hostfs = require "dsh.core.hostfs"
 local lfs = require "lfs"
 local sandbox = require "dsh.sandbox"
 local state = require "dsh.sandbox.state"
@@ -124,7 +124,7 @@ describe("a local sandbox cannot steer the host", function()
     end)
   end)
 
-  it("has one bounded, link-refusing read for such records (dsh.hostfs.read_regular)", function()
+  it("has one bounded, link-refusing read for such records (dsh.core.hostfs.read_regular)", function()
     local f = tmp .. "/record"
     helpers.write_file(f, "12345")
     assert.equal("12345", hostfs.read_regular(f, 5))
@@ -143,6 +143,6 @@ describe("a local sandbox cannot steer the host", function()
     assert.is_nil(v)
     assert.equal("not_found", err.code)
     assert.has_error(function() hostfs.read_regular(f) end,
-      "dsh.hostfs: read_regular: max_bytes must be a non-negative integer")
+      "dsh.core.hostfs: read_regular: max_bytes must be a non-negative integer")
   end)
 end)

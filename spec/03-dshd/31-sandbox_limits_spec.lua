@@ -10,10 +10,10 @@ local D = require "helpers.dshd"
 local helpers = require "helpers"
 local lfs = require "lfs"
 local limits = require "dsh.sandbox.limits"
-local proc = require "dsh.proc"
+local proc = require "dsh.core.proc"
 local sandbox = require "dsh.sandbox"
 local state = require "dsh.sandbox.state"
-local sys = require "dsh.sysutil"
+local sys = require "dsh.core.sysutil"
 
 local function sh(client, script)
   local p = assert(client:start { cmd = "/bin/bash", args = { "-c", script } })

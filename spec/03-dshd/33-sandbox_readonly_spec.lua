@@ -6,7 +6,7 @@
 -- memory).
 local D = require "helpers.dshd"
 local helpers = require "helpers"
-local sys = require "dsh.sysutil"
+local sys = require "dsh.core.sysutil"
 
 local function sh(client, script)
   local p = assert(client:start { cmd = "/bin/bash", args = { "-c", script } })

@@ -4,7 +4,7 @@
 -- dshd without reaching into the FFI binding (issue 8, §1).
 local helpers = require "helpers"
 local lfs = require "lfs"
-local proc = require "dsh.proc"
+local proc = require "dsh.core.proc"
 
 local function run(argv, env, cwd)
   local p = assert(proc.spawn { argv = argv, env = env, cwd = cwd })
@@ -49,7 +49,7 @@ assert(sb:kill())
   it("refuses a state directory too long for its socket path, saying so", function()
     helpers.run(function()
       local sandbox = require "dsh.sandbox"
-      local sys = require "dsh.sysutil"
+      local sys = require "dsh.core.sysutil"
       local saved = os.getenv("DSH_STATE_DIR")
       local long = prefix .. "/" .. string.rep("d", 80)
       sys.setenv("DSH_STATE_DIR", long)
@@ -62,7 +62,7 @@ assert(sb:kill())
     end)
   end)
 
-  it("requires neither ffi nor dsh._ffi in lua/dsh/sandbox", function()
+  it("requires neither ffi nor dsh.core._ffi in lua/dsh/sandbox", function()
     local dir = helpers.root .. "/lua/dsh/sandbox"
     local n = 0
     for name in lfs.dir(dir) do
@@ -70,7 +70,7 @@ assert(sb:kill())
         n = n + 1
         local text = assert(helpers.read_file(dir .. "/" .. name))
         for mod in text:gmatch("require%s*%(?%s*[\"']([%w_.]+)[\"']") do
-          assert.is_false(mod == "ffi" or mod:match("^dsh%._ffi") ~= nil, name .. " requires " .. mod)
+          assert.is_false(mod == "ffi" or mod:match("^dsh%.core%._ffi") ~= nil, name .. " requires " .. mod)
         end
       end
     end

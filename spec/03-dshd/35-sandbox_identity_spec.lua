@@ -9,7 +9,7 @@
 local D = require "helpers.dshd"
 local helpers = require "helpers"
 local state = require "dsh.sandbox.state"
-local sys = require "dsh.sysutil"
+local sys = require "dsh.core.sysutil"
 
 local function sh(client, script, opts)
   local p = assert(client:start { cmd = "/bin/bash", args = { "-c", script }, user = opts and opts.user })
@@ -107,7 +107,7 @@ describe("the supervisor's log of a sandbox's stderr", function()
 
   it("marks, escapes and bounds each line, and error messages never quote it", function()
     helpers.run(function()
-      local proc = require "dsh.proc"
+      local proc = require "dsh.core.proc"
       local supervisor = require "dsh.sandbox.supervisor"
       local id = "logspec" .. sys.random_id(8)
       local dir = state.dir(id)

@@ -7,7 +7,7 @@
 -- Ordinary work (compilers, Python, Node, git, clangd, threads) still runs.
 local D = require "helpers.dshd"
 local helpers = require "helpers"
-local proc = require "dsh.proc"
+local proc = require "dsh.core.proc"
 
 local function sh(client, script)
   local p = assert(client:start { cmd = "/bin/bash", args = { "-c", script } })

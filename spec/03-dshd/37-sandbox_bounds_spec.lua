@@ -8,7 +8,7 @@ local helpers = require "helpers"
 local limits = require "dsh.sandbox.limits"
 local sandbox = require "dsh.sandbox"
 local state = require "dsh.sandbox.state"
-local sys = require "dsh.sysutil"
+local sys = require "dsh.core.sysutil"
 
 local function sh(client, script, user)
   local p = assert(client:start { cmd = "/bin/bash", args = { "-c", script }, user = user })

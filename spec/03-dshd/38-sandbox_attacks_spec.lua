@@ -5,7 +5,7 @@
 -- for every host service a sandbox must not reach.
 local D = require "helpers.dshd"
 local helpers = require "helpers"
-local sys = require "dsh.sysutil"
+local sys = require "dsh.core.sysutil"
 
 local TABLE = helpers.root .. "/docs/hostile-requests.md"
 

@@ -10,7 +10,7 @@ local helpers = require "helpers"
 local cgroups = require "dsh.sandbox.cgroups"
 local sandbox = require "dsh.sandbox"
 local state = require "dsh.sandbox.state"
-local sys = require "dsh.sysutil"
+local sys = require "dsh.core.sysutil"
 
 local function sh(client, script)
   local p = assert(client:start { cmd = "/bin/bash", args = { "-c", script } })

@@ -12,8 +12,8 @@ local async = require "dsh.async"
 local D = require "helpers.dshd"
 local helpers = require "helpers"
 local json = require "dsh.json"
-local proc = require "dsh.proc"
-local sys = require "dsh.sysutil"
+local proc = require "dsh.core.proc"
+local sys = require "dsh.core.sysutil"
 
 local COMPAT = helpers.root .. "/spec/03-dshd/compat"
 

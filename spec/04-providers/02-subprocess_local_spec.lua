@@ -1,9 +1,9 @@
--- The subprocess contract on this machine (subprocess-local over dsh.proc),
+-- The subprocess contract on this machine (subprocess-local over dsh.core.proc),
 -- with the bash provider on top; plus what only the host backend does.
 local context = require "dsh.context"
 local helpers = require "helpers"
-local proc = require "dsh.proc"
-local sys = require "dsh.sysutil"
+local proc = require "dsh.core.proc"
+local sys = require "dsh.core.sysutil"
 
 -- Real ambient secrets in this process's environment, for the scrub.
 local SECRETS = { NPM_TOKEN = "sentinel-secret", DSH_STALE = "sentinel-stale", db_password = "sentinel-pw" }

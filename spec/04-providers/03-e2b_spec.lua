@@ -11,9 +11,9 @@ local D = require "helpers.dshd"
 local E = require "helpers.e2b"
 local helpers = require "helpers"
 local json = require "dsh.json"
-local proc = require "dsh.proc"
+local proc = require "dsh.core.proc"
 local sandbox = require "dsh.sandbox"
-local sys = require "dsh.sysutil"
+local sys = require "dsh.core.sysutil"
 local e2b = require "dsh.providers.e2b"
 
 local S -- the stand-in, for the whole file
@@ -607,7 +607,7 @@ describe("dsh-e2b", function()
           assert.same({}, E.procs_with(dir))
         end, debug.traceback)
         if not ok then -- SIGTERM then: node stops what it started
-          for _, p in ipairs(E.procs_with(dir)) do require("dsh.sysutil").kill(p, 15) end
+          for _, p in ipairs(E.procs_with(dir)) do require("dsh.core.sysutil").kill(p, 15) end
           parent:terminate(1000)
           parent:wait_quiescent()
           E.survivors(E.procs_with(dir), 5000)

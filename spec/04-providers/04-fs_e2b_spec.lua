@@ -25,7 +25,7 @@ local function factory_new()
     if not r then return -1, tostring(rerr) end
     return r.exit_code, r.stdout .. r.stderr
   end
-  local root = e2b.cwd .. "/t" .. require("dsh.sysutil").random_hex(4)
+  local root = e2b.cwd .. "/t" .. require("dsh.core.sysutil").random_hex(4)
   assert(sh("mkdir -p -- " .. q(root)) == 0)
   local env = { fs = ctx.fs, root = root, sh = sh }
   env.run = function(cmd)

@@ -11,8 +11,8 @@ local D = require "helpers.dshd"
 local E = require "helpers.e2b"
 local envd = require "dsh.envd"
 local helpers = require "helpers"
-local loop = require "dsh.loop"
-local proc = require "dsh.proc"
+local loop = require "dsh.core.loop"
+local proc = require "dsh.core.proc"
 local T = require "helpers.fs_tree"
 
 local BIG = 24 * 1024 * 1024 + 12345 -- more than one upload slice, not a multiple of a block

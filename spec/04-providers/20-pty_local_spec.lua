@@ -69,7 +69,7 @@ describe("pty-local", function()
   end)
 
   it("takes this process's environment, through the scrub, when no ambientEnv is given", function()
-    local sys = require "dsh.sysutil"
+    local sys = require "dsh.core.sysutil"
     helpers.run(function()
       assert(sys.setenv("PTY_SPEC_KEEP", "kept-value"))
       assert(sys.setenv("PTY_SPEC_TOKEN", "sentinel-host-secret"))
@@ -98,10 +98,10 @@ describe("pty-local", function()
     local owner = { id = "repl" }
     local ok, perr = pcall(function()
       for _ = 1, 5 do
-        local t0 = require("dsh.loop").now_ms()
+        local t0 = require("dsh.core.loop").now_ms()
         local s, err = env.ctx.pty:spawn(owner, { type = "shell" })
         assert.is_truthy(s, tostring(err))
-        assert.is_true(require("dsh.loop").now_ms() - t0 < 1000)
+        assert.is_true(require("dsh.core.loop").now_ms() - t0 < 1000)
         assert.equal("dsh> ", s.motd)
         assert.is_true(env.ctx.pty:kill(owner, s.id))
       end
@@ -115,10 +115,10 @@ describe("pty-local", function()
       local env = factory_new { shell = { "/bin/bash", "-c", "echo banner; exec sleep 30" }, idleSilenceMs = 300,
         timeoutMs = 20000, disposeGraceMs = 1000 }
       local ok, err = pcall(function()
-        local t0 = require("dsh.loop").now_ms()
+        local t0 = require("dsh.core.loop").now_ms()
         local s = assert(env.ctx.pty:spawn({ id = "a" }, { type = "shell" }))
         assert.equal("banner\n", s.motd)
-        assert.is_true(require("dsh.loop").now_ms() - t0 < 5000)
+        assert.is_true(require("dsh.core.loop").now_ms() - t0 < 5000)
       end)
       env.dispose()
       assert(ok, err)

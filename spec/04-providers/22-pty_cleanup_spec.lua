@@ -10,7 +10,7 @@ local D = require "helpers.dshd"
 local helpers = require "helpers"
 local lfs = require "lfs"
 local pty = require "dsh.pty"
-local sys = require "dsh.sysutil"
+local sys = require "dsh.core.sysutil"
 
 -- This process's own freezer group (cgroup v1), or nil. The spec's group is
 -- made below it, as dsh.sandbox makes a sandbox's (dsh-<id>), under a name no

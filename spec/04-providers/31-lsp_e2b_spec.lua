@@ -9,7 +9,7 @@ local E = require "helpers.e2b"
 local helpers = require "helpers"
 local lsp = require "dsh.lsp"
 local lsp_e2b = require "dsh.providers.lsp_e2b"
-local sys = require "dsh.sysutil"
+local sys = require "dsh.core.sysutil"
 
 local function q(s)
   return "'" .. s:gsub("'", [['\'']]) .. "'"

@@ -2,7 +2,7 @@
 -- subprocess-local, the real runners (LuaJIT supervisor, Lua and Node workers).
 local helpers = require "helpers"
 local node = require "dsh.node"
-local proc = require "dsh.proc"
+local proc = require "dsh.core.proc"
 
 local function host_sh(cmd)
   local p = assert(proc.spawn { argv = { "/bin/bash", "-c", cmd }, env = { PATH = "/usr/bin:/bin" },
@@ -57,7 +57,7 @@ describe("code-runtime-local with a Node that cannot strip types", function()
 end)
 
 describe("the supervisor's frame stream", function()
-  local frame = require "dsh.frame"
+  local frame = require "dsh.core.frame"
   local wire = require "dsh.code_runtime._wire"
   local json = require "dsh.code_runtime._json"
   before_each(helpers.snapshot)

@@ -127,7 +127,7 @@ describe("code-runtime-e2b within a sandbox's limits", function()
 
   it("ends a fork bomb with its run: nothing is left and the next run works", function()
     local E = require "helpers.e2b"
-    local sys = require "dsh.sysutil"
+    local sys = require "dsh.core.sysutil"
     local id
     local function sleepers() -- host-side: the bomb's processes, each `sleep 100` once it forked
       local n = 0
@@ -160,7 +160,7 @@ end)
 -- took the run's processes with it.
 describe("code-runtime-e2b when the sandbox's daemon is lost mid-run", function()
   local E = require "helpers.e2b"
-  local sys = require "dsh.sysutil"
+  local sys = require "dsh.core.sysutil"
   before_each(helpers.snapshot)
   after_each(helpers.assert_clean)
 
@@ -196,7 +196,7 @@ end)
 -- the sandbox's supervisor, and a directory the sandbox's own uid could not
 -- reach is left out rather than stopping the sandbox.
 describe("the Node a local sandbox sees", function()
-  local sys = require "dsh.sysutil"
+  local sys = require "dsh.core.sysutil"
   local uids = require "dsh.sandbox.uids"
   before_each(helpers.snapshot)
   after_each(helpers.assert_clean)

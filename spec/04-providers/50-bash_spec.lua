@@ -7,7 +7,7 @@ local async = require "dsh.async"
 local D = require "helpers.dshd"
 local E = require "helpers.e2b"
 local helpers = require "helpers"
-local loop = require "dsh.loop"
+local loop = require "dsh.core.loop"
 
 local S -- the stand-in
 

@@ -308,7 +308,7 @@ describe("ctx.e2b's sandbox lifetime", function()
           assert.equal(ctx.e2b:sandboxId(), st.id)
           local l = st.limits
           assert.same({ 64, 256, 0.5, 256 }, { l.maxProcesses, l.memoryMb, l.cpus, l.maxOpenFiles })
-          if require("dsh.sysutil").getuid() == 0 then assert.equal(128, l.diskMb) end
+          if require("dsh.core.sysutil").getuid() == 0 then assert.equal(128, l.diskMb) end
           assert.equal("pause", st.on_timeout) -- the one default
         end)
       end)

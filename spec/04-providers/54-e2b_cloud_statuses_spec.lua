@@ -13,7 +13,7 @@ local D = require "helpers.dshd"
 local E = require "helpers.e2b"
 local e2b = require "dsh.providers.e2b"
 local helpers = require "helpers"
-local loop = require "dsh.loop"
+local loop = require "dsh.core.loop"
 local schema = require "dsh.providers.e2b.schema"
 
 local S

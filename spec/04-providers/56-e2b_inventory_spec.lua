@@ -12,10 +12,10 @@ local helpers = require "helpers"
 local lfs = require "lfs"
 local limits = require "dsh.sandbox.limits"
 local metrics = require "dsh.sandbox.metrics"
-local proc = require "dsh.proc"
+local proc = require "dsh.core.proc"
 local sandbox = require "dsh.sandbox"
 local state = require "dsh.sandbox.state"
-local sys = require "dsh.sysutil"
+local sys = require "dsh.core.sysutil"
 
 local S
 

@@ -8,7 +8,7 @@ local E = require "helpers.e2b"
 local context = require "dsh.context"
 local e2b = require "dsh.providers.e2b"
 local helpers = require "helpers"
-local sys = require "dsh.sysutil"
+local sys = require "dsh.core.sysutil"
 
 local S
 

@@ -11,7 +11,7 @@ local E = require "helpers.e2b"
 local helpers = require "helpers"
 local O = require "helpers.overlay"
 local sandbox = require "dsh.sandbox"
-local sys = require "dsh.sysutil"
+local sys = require "dsh.core.sysutil"
 
 local AGENT = { id = "overlay-spec" }
 local C_SOURCE, CLANGD, start = O.C_SOURCE, O.CLANGD, O.start

@@ -11,9 +11,9 @@ local D = require "helpers.dshd"
 local E = require "helpers.e2b"
 local errors = require "dsh.errors"
 local helpers = require "helpers"
-local loop = require "dsh.loop"
+local loop = require "dsh.core.loop"
 local sandbox = require "dsh.sandbox"
-local sys = require "dsh.sysutil"
+local sys = require "dsh.core.sysutil"
 
 local S -- the stand-in
 
@@ -200,7 +200,7 @@ describe("the composition e2b + fs + subprocess + bash", function()
           local big = string.rep("0123456789abcdef\n", 300000)
           assert(ctx.fs:writeText("big.txt", big))
           local r = assert(ctx.bash:run { command = "wc -c < big.txt; sha256sum < big.txt" })
-          assert.equal(#big .. "\n" .. require("dsh.sha256").hex(big) .. "  -\n", r.stdout.text)
+          assert.equal(#big .. "\n" .. require("dsh.core.sha256").hex(big) .. "  -\n", r.stdout.text)
           assert.equal(big, assert(ctx.fs:readText("big.txt")).text)
         end)
       end, debug.traceback)
@@ -237,8 +237,8 @@ describe("the composition e2b + fs + subprocess + bash", function()
     function()
       helpers.run(function()
         local mark = S:mark()
-        local p = assert(require("dsh.proc").spawn {
-          argv = { "luajit", "-e", 'os.exit(require("dsh.poc").main { "--cloud" })' },
+        local p = assert(require("dsh.core.proc").spawn {
+          argv = { "luajit", "-e", 'os.exit(require("dsh.app.poc").main { "--cloud" })' },
           env = { PATH = os.getenv("PATH"), LUA_PATH = package.path, LUA_CPATH = package.cpath,
             DSH_BUILD_DIR = helpers.build, E2B_API_KEY = S.key, E2B_API_URL = S.api_url,
             E2B_SANDBOX_URL = S.router_url },

@@ -4,7 +4,7 @@
 -- the sandbox is gone afterwards; and a failing step is named and the run
 -- exits 1 (here: a state directory that cannot be created).
 local helpers = require "helpers"
-local proc = require "dsh.proc"
+local proc = require "dsh.core.proc"
 
 local ORDER = { "A", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16", "17" }
 

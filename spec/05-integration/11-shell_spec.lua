@@ -3,10 +3,10 @@
 -- screen is read with capture-pane. Raw mode, resizing, detaching with
 -- Ctrl-], re-attaching with the scrollback replayed, and the exit status.
 local helpers = require "helpers"
-local proc = require "dsh.proc"
+local proc = require "dsh.core.proc"
 local sandbox = require "dsh.sandbox"
 
-local SOCKET = "dsh-spec-" .. require("dsh.sysutil").random_hex(4)
+local SOCKET = "dsh-spec-" .. require("dsh.core.sysutil").random_hex(4)
 
 local function run(argv)
   local p = assert(proc.spawn { argv = argv, env = { PATH = os.getenv("PATH") or "/usr/bin:/bin",

@@ -8,7 +8,7 @@ local E = require "helpers.e2b"
 local helpers = require "helpers"
 local lsp = require "dsh.lsp"
 local lsp_e2b = require "dsh.providers.lsp_e2b"
-local sys = require "dsh.sysutil"
+local sys = require "dsh.core.sysutil"
 local tool = require "dsh.tools.lsp"
 
 local C_SOURCE = table.concat({

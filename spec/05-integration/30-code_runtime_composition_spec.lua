@@ -5,7 +5,7 @@
 -- reference) and, where it applies, in Lua.
 local async = require "dsh.async"
 local helpers = require "helpers"
-local loop = require "dsh.loop"
+local loop = require "dsh.core.loop"
 local node = require "dsh.node"
 
 local CODE = { computeMs = 500, maxWallMs = 5000, maxOutputBytes = 4096, maxOldGenerationSizeMb = 128,

@@ -8,7 +8,7 @@
 local D = require "helpers.dshd"
 local E = require "helpers.e2b"
 local helpers = require "helpers"
-local proc = require "dsh.proc"
+local proc = require "dsh.core.proc"
 
 local function run_poc(S, key)
   local p = assert(proc.spawn {

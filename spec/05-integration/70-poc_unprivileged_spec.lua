@@ -7,8 +7,8 @@
 -- tree it may read (the checkout may sit under a directory only root
 -- enters). This spec makes and removes host users, so it runs as root.
 local helpers = require "helpers"
-local proc = require "dsh.proc"
-local sys = require "dsh.sysutil"
+local proc = require "dsh.core.proc"
+local sys = require "dsh.core.sysutil"
 
 local function run(argv, env)
   local out, code

@@ -7,7 +7,7 @@ local async = require "dsh.async"
 local D = require "helpers.dshd"
 local F = require "06-faults.support"
 local helpers = require "helpers"
-local loop = require "dsh.loop"
+local loop = require "dsh.core.loop"
 
 local LOST = "^subprocess%-e2b: lost the connection to process %d+ and could not reconnect: process %d+ is gone: "
   .. "the sandbox stopped when dshd ended %(exit 137%) at " .. F.ISO .. " and was resumed at " .. F.ISO

@@ -7,7 +7,7 @@ local async = require "dsh.async"
 local D = require "helpers.dshd"
 local F = require "06-faults.support"
 local helpers = require "helpers"
-local loop = require "dsh.loop"
+local loop = require "dsh.core.loop"
 local sandbox = require "dsh.sandbox"
 
 describe("the sandbox killed under live providers", function()

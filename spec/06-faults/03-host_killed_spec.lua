@@ -8,7 +8,7 @@
 local D = require "helpers.dshd"
 local F = require "06-faults.support"
 local helpers = require "helpers"
-local proc = require "dsh.proc"
+local proc = require "dsh.core.proc"
 local sandbox = require "dsh.sandbox"
 local state = require "dsh.sandbox.state"
 

@@ -17,7 +17,7 @@ local D = require "helpers.dshd"
 local E = require "helpers.e2b"
 local F = require "06-faults.support"
 local helpers = require "helpers"
-local loop = require "dsh.loop"
+local loop = require "dsh.core.loop"
 
 local function proxy(S)
   local px = F.proxy(S.unix_socket)
@@ -145,10 +145,10 @@ describe("a slow or stalled path to dshd", function()
     end)
   end)
 
-  it("dsh.http: a request whose path stalls ends HTTP_STALLED with its limit; a bad limit is misuse", function()
+  it("dsh.core.http: a request whose path stalls ends HTTP_STALLED with its limit; a bad limit is misuse", function()
     helpers.run(function()
       local px = proxy(S)
-      local client = require("dsh.http").client()
+      local client = require("dsh.core.http").client()
       px.set("stall")
       local t0 = loop.now_ms()
       local res, err = client:request { url = "http://localhost/health", unix_socket = px.path,
@@ -160,7 +160,7 @@ describe("a slow or stalled path to dshd", function()
         .. "nothing received or sent for 500 ms", err.message)
       assert.is_true(ms < 1500, string.format("noticed after %.0f ms", ms))
       assert.error_matches(function() client:request { url = "http://localhost/", stall_timeout_ms = -1 } end,
-        "dsh.http: request: stall_timeout_ms: expected an integer from 0 to", nil, true)
+        "dsh.core.http: request: stall_timeout_ms: expected an integer from 0 to", nil, true)
       client:close()
       px.stop()
     end)

@@ -6,7 +6,7 @@
 local F = require "06-faults.support"
 local helpers = require "helpers"
 local sandbox = require "dsh.sandbox"
-local sys = require "dsh.sysutil"
+local sys = require "dsh.core.sysutil"
 
 local MiB = 1048576
 local BIG = 8 * MiB -- more than is left

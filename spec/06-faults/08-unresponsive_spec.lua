@@ -13,7 +13,7 @@ local D = require "helpers.dshd"
 local F = require "06-faults.support"
 local T = require "06-faults.deadlines"
 local helpers = require "helpers"
-local sys = require "dsh.sysutil"
+local sys = require "dsh.core.sysutil"
 
 -- Run fn(ctx, fault) on a fresh composition with the fault made by make(id).
 local function with_fault(make, fn)

@@ -16,9 +16,9 @@ local D = require "helpers.dshd"
 local F = require "06-faults.support"
 local T = require "06-faults.deadlines"
 local helpers = require "helpers"
-local loop = require "dsh.loop"
+local loop = require "dsh.core.loop"
 local sandbox = require "dsh.sandbox"
-local sys = require "dsh.sysutil"
+local sys = require "dsh.core.sysutil"
 
 local function freezer_host()
   return sys.getuid() == 0 and (sys.read_file("/proc/self/cgroup") or ""):find(":freezer:", 1, true) ~= nil

@@ -12,7 +12,7 @@ local F = require "06-faults.support"
 local envd = require "dsh.envd"
 local errors = require "dsh.errors"
 local helpers = require "helpers"
-local loop = require "dsh.loop"
+local loop = require "dsh.core.loop"
 
 local PROBED = "is unresponsive: its daemon did not answer a health check within " .. envd.PROBE_TIMEOUT_MS .. " ms"
 

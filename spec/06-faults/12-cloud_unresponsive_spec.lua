@@ -9,8 +9,8 @@ local D = require "helpers.dshd"
 local E = require "helpers.e2b"
 local session = require "dsh.providers.e2b.session"
 local helpers = require "helpers"
-local loop = require "dsh.loop"
-local sys = require "dsh.sysutil"
+local loop = require "dsh.core.loop"
+local sys = require "dsh.core.sysutil"
 
 -- The host pid of the dshd of stand-in sandbox id.
 local function dshd_of(S, id)

@@ -16,9 +16,9 @@ local F = require "06-faults.support"
 local envd = require "dsh.envd"
 local helpers = require "helpers"
 local lfs = require "lfs"
-local loop = require "dsh.loop"
+local loop = require "dsh.core.loop"
 local state = require "dsh.sandbox.state"
-local sys = require "dsh.sysutil"
+local sys = require "dsh.core.sysutil"
 
 local M = {}
 

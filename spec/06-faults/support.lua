@@ -4,11 +4,11 @@
 local D = require "helpers.dshd"
 local helpers = require "helpers"
 local lfs = require "lfs"
-local loop = require "dsh.loop"
+local loop = require "dsh.core.loop"
 local lsp = require "dsh.lsp"
-local proc = require "dsh.proc"
+local proc = require "dsh.core.proc"
 local pty = require "dsh.pty"
-local sys = require "dsh.sysutil"
+local sys = require "dsh.core.sysutil"
 
 local M = {}
 

@@ -6,7 +6,7 @@
 -- another working directory), `dsh help` prints the usage and `dsh poc`
 -- runs the whole proof of concept on a local sandbox.
 local helpers = require "helpers"
-local proc = require "dsh.proc"
+local proc = require "dsh.core.proc"
 
 local MAKE_CEILING_S = 600 -- a full Release build on a loaded machine: a ceiling, not a guess
 
@@ -39,7 +39,7 @@ describe("an installed dsh", function()
   -- dsh help and dsh poc from prefix/bin/dsh, run from elsewhere.
   local function works(prefix)
     local code, out, err = run({ prefix .. "/bin/dsh", "help" }, env, tmp .. "/work")
-    assert.same({ 0, require("dsh.cli").USAGE, "" }, { code, out, err })
+    assert.same({ 0, require("dsh.app.cli").USAGE, "" }, { code, out, err })
     code, out, err = run({ prefix .. "/bin/dsh", "poc" }, env, tmp .. "/work")
     assert(code == 0, "dsh poc from " .. prefix .. " exited " .. tostring(code) .. ":\n" .. out .. err)
     assert.matches("\npoc: all %d+ steps passed in ", out)

@@ -10,9 +10,10 @@
 --
 -- The rule for what is public (and so must be documented):
 --   * modules: lua/dsh/<name>.lua and lua/dsh/<name>/init.lua, every
---     lua/dsh/tools/<name>.lua, and the submodules in PUBLIC_SUBMODULES; never a
---     name starting with `_` (private by the project's convention), never the
---     command line's own modules (COMMAND_LINE: documented as `dsh` commands);
+--     lua/dsh/core/<name>.lua (the bindings) and lua/dsh/tools/<name>.lua, and
+--     the submodules in PUBLIC_SUBMODULES; never a name starting with `_`
+--     (private by the project's convention), never the command line's own
+--     modules (lua/dsh/app/: documented as `dsh` commands);
 --     other submodules are internal parts of their parent (dsh.sandbox.bwrap,
 --     dsh.fs._read, ...); providers (dsh.providers.*) are documented by the
 --     service they publish (SERVICES), walked on a composed context;
@@ -24,7 +25,6 @@ local M = {}
 M.root = os.getenv("PWD")
 
 M.PUBLIC_SUBMODULES = { "dsh.lsp.position", "dsh.lsp.uri" }
-M.COMMAND_LINE = { ["dsh.cli"] = true, ["dsh.shell"] = true, ["dsh.poc"] = true }
 
 -- Services a context composes (providers composed by M.compose).
 M.SERVICES = { "e2b", "fs", "subprocess", "bash", "pty", "lsp", "codeRuntime" }
@@ -32,8 +32,8 @@ M.SERVICES = { "e2b", "fs", "subprocess", "bash", "pty", "lsp", "codeRuntime" }
 -- Objects: receiver name in docs/api.md -> the class table in a source file
 -- whose `function Class:name(` / `function Class.name(` definitions are its methods.
 M.OBJECTS = {
-  { receiver = "ctx", file = "lua/dsh/context.lua", class = "Context" },
-  { receiver = "scope", file = "lua/dsh/context.lua", class = "Scope" },
+  { receiver = "ctx", file = "lua/dsh/context/init.lua", class = "Context" },
+  { receiver = "scope", file = "lua/dsh/context/init.lua", class = "Scope" },
   { receiver = "future", file = "lua/dsh/async.lua", class = "Future" },
   { receiver = "signal", file = "lua/dsh/async.lua", class = "Signal" },
   { receiver = "controller", file = "lua/dsh/async.lua", class = "Controller" },
@@ -64,21 +64,26 @@ end
 function M.modules()
   local lfs = require "lfs"
   local out = {}
-  local function add(name)
-    if not M.COMMAND_LINE[name] then out[#out + 1] = name end
-  end
+  local function add(name) out[#out + 1] = name end
+  -- folders that are layers, not modules: the bindings are walked below, the
+  -- application is the command line, providers are documented as services
+  local LAYER_DIRS = { core = true, app = true, providers = true }
   for f in lfs.dir(M.root .. "/lua/dsh") do
     local base = f:match("^([%w_]+)%.lua$")
     if base and public_name(base) and base ~= "init" then add("dsh." .. base) end
     local attr = lfs.attributes(M.root .. "/lua/dsh/" .. f)
-    if attr and attr.mode == "directory" and f:match("^[%w_]+$") and public_name(f) and f ~= "providers"
+    if attr and attr.mode == "directory" and f:match("^[%w_]+$") and public_name(f) and not LAYER_DIRS[f]
         and lfs.attributes(M.root .. "/lua/dsh/" .. f .. "/init.lua") then
       add("dsh." .. f)
     end
   end
-  for f in lfs.dir(M.root .. "/lua/dsh/tools") do
-    local base = f:match("^([%w_]+)%.lua$")
-    if base and public_name(base) and base ~= "init" then add("dsh.tools." .. base) end
+  for _, dir in ipairs { "core", "tools" } do
+    local abs = M.root .. "/lua/dsh/" .. dir
+    for f in lfs.dir(abs) do
+      local base = f:match("^([%w_]+)%.lua$") or (f:match("^[%w_]+$") and lfs.attributes(abs .. "/" .. f .. "/init.lua")
+        and f)
+      if base and public_name(base) and base ~= "init" then add("dsh." .. dir .. "." .. base) end
+    end
   end
   for _, name in ipairs(M.PUBLIC_SUBMODULES) do add(name) end
   table.sort(out)

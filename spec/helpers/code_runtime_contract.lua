@@ -14,7 +14,7 @@
 local async = require "dsh.async"
 local code_runtime = require "dsh.code_runtime"
 local helpers = require "helpers"
-local loop = require "dsh.loop"
+local loop = require "dsh.core.loop"
 
 local HERE = debug.getinfo(1, "S").short_src
 
@@ -186,7 +186,8 @@ return function(name, factory)
             local r = cr:run { language = lang, program = P.native4k[lang] }
             assert.equal("output-limit", r.error.kind)
             local cost = 2
-            for i, l in ipairs(r.logs) do cost = cost + require("dsh.ledger").string_cost(l) + (i > 1 and 1 or 0) end
+            local ledger = require "dsh.core.ledger"
+            for i, l in ipairs(r.logs) do cost = cost + ledger.string_cost(l) + (i > 1 and 1 or 0) end
             assert.is_true(cost <= 64)
             assert.equal(string.rep("x", 60), table.concat(r.logs)) -- ["x..."]: the whole budget, as a prefix
             assert.equal("", r.error.message) -- no room left for it

@@ -9,17 +9,17 @@
 --
 -- Everything is real: sandboxes are dsh.sandbox sandboxes (dshd in
 -- bubblewrap) under a temporary $DSH_STATE_DIR, bare daemons are
--- build/bin/dshd started with dsh.proc, raw requests go through
+-- build/bin/dshd started with dsh.core.proc, raw requests go through
 -- spec/fixtures/rawhttp.c.
 local async = require "dsh.async"
 local envd = require "dsh.envd"
 local helpers = require "helpers"
 local json = require "dsh.json"
 local lfs = require "lfs"
-local proc = require "dsh.proc"
+local proc = require "dsh.core.proc"
 local sandbox = require "dsh.sandbox"
 local state = require "dsh.sandbox.state"
-local sys = require "dsh.sysutil"
+local sys = require "dsh.core.sysutil"
 
 local M = {}
 

@@ -7,7 +7,7 @@
 --     local S = E.use_standin()  -- the stand-in for the block
 --   ctx:use(require "dsh.providers.e2b", S:config { onDispose = "pause" })
 --
--- The stand-in is one Node process per spec file. Its dsh.proc handle is
+-- The stand-in is one Node process per spec file. Its dsh.core.proc handle is
 -- left out of the per-test leak check (it lives from setup to teardown);
 -- stop() closes it and fails unless every process the stand-in started
 -- (node, bubblewrap, dshd and all their descendants) is gone, and unless
@@ -18,12 +18,12 @@
 -- Its templates: "base" and "agent-template" (envd 0.6.4, all dsh needs)
 -- and "old-envd" (envd 0.2.0, older than dsh needs).
 local helpers = require "helpers"
-local http = require "dsh.http"
+local http = require "dsh.core.http"
 local json = require "dsh.json"
 local lfs = require "lfs"
-local loop = require "dsh.loop"
-local proc = require "dsh.proc"
-local sys = require "dsh.sysutil"
+local loop = require "dsh.core.loop"
+local proc = require "dsh.core.proc"
+local sys = require "dsh.core.sysutil"
 
 local M = {}
 

@@ -17,7 +17,7 @@
 -- guarantee (step order via opts.onStep, no temp files left, versions equal).
 local async = require "dsh.async"
 local fsmod = require "dsh.fs"
-local utf8 = require "dsh.utf8"
+local utf8 = require "dsh.core.utf8"
 local helpers = require "helpers"
 
 local function q(s)

@@ -12,8 +12,8 @@
 --   * no error was made with a code missing from dsh.errors.CATALOGUE.
 -- Also here: the one `eventually`, the isolated $DSH_STATE_DIR, and the one
 -- way to start a context of providers (start_context, with_context).
-local loop = require "dsh.loop"
-local sys = require "dsh.sysutil"
+local loop = require "dsh.core.loop"
+local sys = require "dsh.core.sysutil"
 
 local M = {}
 
@@ -69,7 +69,7 @@ function M.pid()
 end
 
 -- Leak accounting ------------------------------------------------------------------
--- Every object dsh.loop.track()s gets a sentinel whose finaliser runs once
+-- Every object dsh.core.loop.track()s gets a sentinel whose finaliser runs once
 -- the object was collected: if it was never untracked (closed), that is a
 -- leak the weak registry alone would not show. Process handles ("proc")
 -- have their group id remembered, to check the group is gone.

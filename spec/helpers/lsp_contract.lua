@@ -18,7 +18,7 @@
 -- or "", factory.module the provider module.
 local async = require "dsh.async"
 local helpers = require "helpers"
-local loop = require "dsh.loop"
+local loop = require "dsh.core.loop"
 local lsp = require "dsh.lsp"
 
 local C_SOURCE = table.concat({

@@ -21,7 +21,7 @@ local D = require "helpers.dshd"
 local helpers = require "helpers"
 local lsp = require "dsh.lsp"
 local node = require "dsh.node"
-local sys = require "dsh.sysutil"
+local sys = require "dsh.core.sysutil"
 
 local M = {}
 

@@ -15,7 +15,7 @@
 -- factory.prefix, factory.label: the backend's message prefix ("pty-e2b") and
 -- its name for a terminal ("E2B PTY").
 local async = require "dsh.async"
-local loop = require "dsh.loop"
+local loop = require "dsh.core.loop"
 local helpers = require "helpers"
 
 local DEFAULTS = { pollIntervalMs = 25, idleSilenceMs = 1000, timeoutMs = 10000, disposeGraceMs = 1000,

@@ -5,7 +5,7 @@
 local async = require "dsh.async"
 local bit = require "bit"
 local ffi = require "ffi"
-local loop = require "dsh.loop"
+local loop = require "dsh.core.loop"
 
 local M = {}
 

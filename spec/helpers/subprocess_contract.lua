@@ -17,8 +17,8 @@
 -- SDK calls) are pinned by what they guarantee.
 local async = require "dsh.async"
 local errors = require "dsh.errors"
-local loop = require "dsh.loop"
-local utf8 = require "dsh.utf8"
+local loop = require "dsh.core.loop"
+local utf8 = require "dsh.core.utf8"
 local helpers = require "helpers"
 local tool = require "dsh.tools.bash"
 
@@ -373,7 +373,7 @@ return function(name, factory)
 
     it("rolls a failed start back without survivors (§6.2.4)", function()
       with_env(function(env)
-        local marker = "dsh-publication-survivor-" .. require("dsh.sysutil").random_hex(4)
+        local marker = "dsh-publication-survivor-" .. require("dsh.core.sysutil").random_hex(4)
         env.sub:injectFault("afterStart", function()
           -- fails once the payload has forked its child (so there is one to roll back)
           assert(helpers.eventually(function()
@@ -514,7 +514,7 @@ return function(name, factory)
 
       it("times out and stops the whole group", function()
         with_env(function(env)
-          local marker = "dsh-bash-timeout-" .. require("dsh.sysutil").random_hex(4)
+          local marker = "dsh-bash-timeout-" .. require("dsh.core.sysutil").random_hex(4)
           local t0 = loop.now_ms()
           local text = tool.run(env.ctx,
             { command = "echo started; (exec -a " .. marker .. " sleep 30) & exec -a "

@@ -24,7 +24,7 @@
 -- before the marker only when stdout's text lacks one). Output the process
 -- wrote while nobody read it, beyond what is kept, is announced by
 --   [... N bytes of output dropped; full output in <spillPath>]
-local utf8 = require "dsh.utf8"
+local utf8 = require "dsh.core.utf8"
 
 local M = {}
 

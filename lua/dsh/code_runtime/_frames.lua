@@ -1,5 +1,5 @@
 --- dsh.code_runtime._frames: a run's frames on the host, through the C
--- bridge (dsh.bridge), so no payload byte is looked at in Lua.
+-- bridge (dsh.core.bridge), so no payload byte is looked at in Lua.
 --
 -- Reader: the runner's frames become messages as their bytes arrive. The C
 -- decoder checks the frame (base64, maxFrameBytes, UTF-8, JSON, escapes,
@@ -14,7 +14,7 @@
 --   bytes                                             what the message holds: its
 --     strings' bytes plus VALUE_COST for each token
 -- Other members are skipped unbuilt. A frame whose root is not an object is
--- M.IGNORED. A frame that fails a check fails the reader (dsh.frame's
+-- M.IGNORED. A frame that fails a check fails the reader (dsh.core.frame's
 -- messages), after the messages of the frames before it.
 --
 --   reader:push(chunk)
@@ -24,8 +24,8 @@
 -- Writer: one frame of the host's, built in C (strings checked as UTF-8 and
 -- escaped there), sent as pieces of at most PIECE characters. It is the sink
 -- dsh.code_runtime._wire's encode_into and encode_json_into write to.
-local bridge = require "dsh.bridge"
-local utf8 = require "dsh.utf8"
+local bridge = require "dsh.core.bridge"
+local utf8 = require "dsh.core.utf8"
 local wire = require "dsh.code_runtime._wire"
 
 local M = {}

@@ -20,8 +20,8 @@
 -- until replies went out.
 local async = require "dsh.async"
 local frames = require "dsh.code_runtime._frames"
-local ledger = require "dsh.ledger"
-local loop = require "dsh.loop"
+local ledger = require "dsh.core.ledger"
+local loop = require "dsh.core.loop"
 local json = require "dsh.code_runtime._json"
 local wire = require "dsh.code_runtime._wire"
 

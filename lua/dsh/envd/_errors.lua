@@ -2,7 +2,7 @@
 --
 -- Owns: the Connect codes of HTTP answers that carry no Connect error body,
 -- the error an answer stands for, and the error a transport failure of
--- dsh.http stands for. Never makes a request and knows no client: the
+-- dsh.core.http stands for. Never makes a request and knows no client: the
 -- client (dsh.envd), its streams (dsh.envd._stream) and file transfers
 -- (dsh.envd.files) all speak through here.
 local errors = require "dsh.errors"
@@ -18,7 +18,7 @@ local status_codes = {
   [504] = "deadline_exceeded", [507] = "resource_exhausted",
 }
 
---- The envd error of a dsh.http failure: the host's own deadline
+--- The envd error of a dsh.core.http failure: the host's own deadline
 --- (SANDBOX_UNRESPONSIVE, from dsh.envd._watch) as it was made, a timeout
 --- deadline_exceeded, an abort canceled, anything else unavailable.
 function M.transport_error(err)

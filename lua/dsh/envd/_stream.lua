@@ -1,8 +1,8 @@
 --- dsh.envd._stream: a server stream of dsh.envd (private).
 --
--- Owns: one Connect server stream on an open dsh.http response, and the one
+-- Owns: one Connect server stream on an open dsh.core.http response, and the one
 -- decoding of a process's data events. Bytes go from the response's buffer
--- into the core's event reader (dsh.envd_events) without a Lua string, and
+-- into the core's event reader (dsh.core.envd_events) without a Lua string, and
 -- come out as decoded JSON messages or data events: a data event the core
 -- recognised arrives decoded, one written in another form (an escape in its
 -- base64, an unknown member) is decoded here from its JSON, and both come
@@ -12,7 +12,7 @@
 -- expect_end() says the caller waits. While open it counts as activity (the
 -- client's stream_hooks: hold at the open, release at the end). Never
 -- makes a request of its own and requires nothing of its client.
-local base64 = require "dsh.base64"
+local base64 = require "dsh.core.base64"
 local errors = require "dsh.errors"
 local json = require "dsh.json"
 local wire = require "dsh.envd._errors"
@@ -53,7 +53,7 @@ Stream.__tostring = function(s)
 end
 
 --- A stream reading res (a 200 answer of content type
--- application/connect+json) through reader (a dsh.envd_events reader, which
+-- application/connect+json) through reader (a dsh.core.envd_events reader, which
 -- it keeps). activity: the client's stream_hooks ({hold=fn, release=fn}) or nil.
 ---@return dsh.EnvdStream
 function M.open(path, res, reader, watch, call, activity)

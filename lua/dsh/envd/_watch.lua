@@ -38,7 +38,7 @@
 -- with err, for good (a sandbox being ended from outside).
 local async = require "dsh.async"
 local errors = require "dsh.errors"
-local loop = require "dsh.loop"
+local loop = require "dsh.core.loop"
 
 local M = {}
 

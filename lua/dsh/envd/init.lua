@@ -23,14 +23,14 @@
 -- The process, filesystem and files calls live in dsh.envd.process,
 -- dsh.envd.filesystem and dsh.envd.files and are mixed into the client; a
 -- server stream is a dsh.envd._stream, its decoding the core's
--- (dsh.envd_events).
+-- (dsh.core.envd_events).
 local errors = require "dsh.errors"
-local http = require "dsh.http"
-local base64 = require "dsh.base64"
-local envelope = require "dsh.envelope"
+local http = require "dsh.core.http"
+local base64 = require "dsh.core.base64"
+local envelope = require "dsh.core.envelope"
 local json = require "dsh.json"
-local envd_events = require "dsh.envd_events"
-local loop = require "dsh.loop"
+local envd_events = require "dsh.core.envd_events"
+local loop = require "dsh.core.loop"
 local stream = require "dsh.envd._stream"
 local watch = require "dsh.envd._watch"
 local wire = require "dsh.envd._errors"
@@ -71,7 +71,7 @@ local transport_error, answer_error = wire.transport_error, wire.answer_error
 ---                                 with no byte for 3 intervals fails as stalled
 ---@field files_stall_timeout_ms number|nil  /files transfers fail after this long without a byte
 ---                                 (default 30000; 0 = never)
----@field http table|nil            a dsh.http client to share (default: one of its own)
+---@field http table|nil            a dsh.core.http client to share (default: one of its own)
 ---@field headers table|nil         extra headers on every request (e.g. E2B's routing headers)
 ---@field label string|nil          what errors call the daemon (e.g. "sandbox <id>"; default its address)
 ---@field slow_ms number|nil       a call that should answer at once and has not after this long
@@ -156,7 +156,7 @@ function Client:abandon(err)
 end
 
 --- nil while the daemon answers; {why=, at=} once it was found
--- unresponsive (at: dsh.loop ms), until a probe or health check is answered.
+-- unresponsive (at: dsh.core.loop ms), until a probe or health check is answered.
 function Client:unresponsive()
   return self._watch:unresponsive()
 end
@@ -271,7 +271,7 @@ end
 -- /health ---------------------------------------------------------------------
 
 -- GET /health within timeout_ms, on no call's behalf: the answer, or
--- nil and dsh.http's error (the watch reads HTTP_TIMEOUT as "no answer").
+-- nil and dsh.core.http's error (the watch reads HTTP_TIMEOUT as "no answer").
 function Client:_probe(timeout_ms, signal)
   local ro = self:_request_opts("GET", "/health", nil, nil, { signal = signal })
   ro.timeout_ms = timeout_ms

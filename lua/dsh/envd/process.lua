@@ -9,7 +9,7 @@
 -- stream ends only once the output pipes close: see end_at_exit.
 local async = require "dsh.async"
 local errors = require "dsh.errors"
-local base64 = require "dsh.base64"
+local base64 = require "dsh.core.base64"
 local signals = require "dsh.signals"
 
 local M = {}

@@ -8,8 +8,8 @@
 local errors = require "dsh.errors"
 local fe = require "dsh.fs._errors"
 local lexical = require "dsh.path"
-local sha256 = require "dsh.sha256"
-local sysutil = require "dsh.sysutil"
+local sha256 = require "dsh.core.sha256"
+local sysutil = require "dsh.core.sysutil"
 local bit = require "bit"
 
 local M = {}

@@ -2,7 +2,7 @@
 -- directory listings, and file contents as text (streamed, whole code points
 -- only, NUL-sniffed before anything is released) or as bytes.
 local errors = require "dsh.errors"
-local utf8 = require "dsh.utf8"
+local utf8 = require "dsh.core.utf8"
 local fe = require "dsh.fs._errors"
 local paths = require "dsh.fs._paths"
 local text = require "dsh.fs._text"

@@ -4,7 +4,7 @@
 -- throughout (a NUL further on is valid UTF-8 and stays readable). Edits work
 -- on LF-normalised text; a file whose head is mostly CRLF is stored back with
 -- CRLF. Pure functions over strings, no I/O.
-local utf8 = require "dsh.utf8"
+local utf8 = require "dsh.core.utf8"
 
 local M = {}
 

@@ -2,7 +2,7 @@
 -- and downloadTree — as one tar stream each way.
 --
 -- Upload: the host tree is walked and sent as a tar stream
--- (dsh.fs._hosttree) to the backend's unpackTree, which makes it the tree
+-- (dsh.fs.hosttree) to the backend's unpackTree, which makes it the tree
 -- at the destination (fs-e2b: streamed up through POST /files and unpacked
 -- by the sandbox's tar; fs-local: unpacked here). Download: the backend's
 -- packTree gives the tree at the source as a tar stream (fs-e2b: the
@@ -16,7 +16,7 @@
 -- upload knows them, a download does not).
 local errors = require "dsh.errors"
 local fe = require "dsh.fs._errors"
-local hosttree = require "dsh.fs._hosttree"
+local hosttree = require "dsh.fs.hosttree"
 local lfs = require "lfs"
 local paths = require "dsh.fs._paths"
 

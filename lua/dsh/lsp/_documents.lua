@@ -18,7 +18,7 @@
 -- Published diagnostics are kept per path (at most MAX_PUBLISHED paths) with
 -- the version they describe.
 local async = require "dsh.async"
-local loop = require "dsh.loop"
+local loop = require "dsh.core.loop"
 local normalize = require "dsh.lsp._normalize"
 local uri = require "dsh.lsp.uri"
 

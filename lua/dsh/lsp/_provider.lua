@@ -41,7 +41,7 @@ local operations = require "dsh.lsp._operations"
 local lexical = require "dsh.path"
 local queue = require "dsh.lsp._queue"
 local sync = require "dsh.lsp._sync"
-local utf8 = require "dsh.utf8"
+local utf8 = require "dsh.core.utf8"
 
 local M = {}
 

@@ -14,7 +14,7 @@
 -- content it did not send.
 local async = require "dsh.async"
 local errors = require "dsh.errors"
-local lspframe = require "dsh.lspframe"
+local lspframe = require "dsh.core.lspframe"
 
 local M = {}
 

@@ -1,7 +1,7 @@
 --- dsh.lsp._rpc: JSON-RPC 2.0 over the LSP base protocol, on any byte
 -- transport (a language server's stdin and stdout, wherever it runs).
 --
--- Framing is the core's (dsh.lspframe: bounded header block, bounded body,
+-- Framing is the core's (dsh.core.lspframe: bounded header block, bounded body,
 -- strict Content-Length). Above it this module keeps request ids and the
 -- pending requests, delivers notifications, answers the server's own
 -- requests through a handler, and cancels with `$/cancelRequest`.
@@ -24,8 +24,8 @@
 local async = require "dsh.async"
 local errors = require "dsh.errors"
 local json = require "dsh.json"
-local lspframe = require "dsh.lspframe"
-local utf8 = require "dsh.utf8"
+local lspframe = require "dsh.core.lspframe"
+local utf8 = require "dsh.core.utf8"
 
 local M = {}
 

@@ -19,7 +19,7 @@
 local async = require "dsh.async"
 local glob = require "dsh.lsp._glob"
 local json = require "dsh.json"
-local loop = require "dsh.loop"
+local loop = require "dsh.core.loop"
 
 local M = {}
 

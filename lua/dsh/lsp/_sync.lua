@@ -8,8 +8,8 @@
 -- synced (a gone one closed), a document analysed before other files
 -- changed is sent again; then the query waits while the server reports work
 -- in progress or has not yet logged a ready or change message.
-local loop = require "dsh.loop"
-local utf8 = require "dsh.utf8"
+local loop = require "dsh.core.loop"
+local utf8 = require "dsh.core.utf8"
 
 local M = {}
 

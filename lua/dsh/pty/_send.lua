@@ -15,9 +15,9 @@
 -- feeds it, and its bytes go out through the session's write queue.
 local async = require "dsh.async"
 local errors = require "dsh.errors"
-local loop = require "dsh.loop"
+local loop = require "dsh.core.loop"
 local pty = require "dsh.pty"
-local termtext = require "dsh.termtext"
+local termtext = require "dsh.core.termtext"
 
 local M = {}
 local codes = pty.codes

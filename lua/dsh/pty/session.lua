@@ -24,12 +24,12 @@
 -- typed it. Never knows what runs the terminal: the driver does.
 local async = require "dsh.async"
 local errors = require "dsh.errors"
-local loop = require "dsh.loop"
+local loop = require "dsh.core.loop"
 local pty = require "dsh.pty"
 local send = require "dsh.pty._send"
-local termscreen = require "dsh.termscreen"
-local termtext = require "dsh.termtext"
-local utf8 = require "dsh.utf8"
+local termscreen = require "dsh.core.termscreen"
+local termtext = require "dsh.core.termtext"
+local utf8 = require "dsh.core.utf8"
 
 local M = {}
 local codes = pty.codes

@@ -24,7 +24,7 @@
 -- With one ("shared"), bubblewrap makes the user namespace itself and
 -- everything runs as `user`, as before two identities existed.
 local lfs = require "lfs"
-local sys = require "dsh.sysutil"
+local sys = require "dsh.core.sysutil"
 
 local M = {}
 

@@ -14,7 +14,7 @@
 -- groups (the runtime record's `cgroups`) maps controller -> directory for
 -- v1 and {unified = dir} for v2; every function here takes either.
 local lfs = require "lfs"
-local sys = require "dsh.sysutil"
+local sys = require "dsh.core.sysutil"
 
 local M = {}
 

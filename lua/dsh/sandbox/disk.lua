@@ -16,8 +16,8 @@
 local errors = require "dsh.errors"
 local lfs = require "lfs"
 local limits = require "dsh.sandbox.limits"
-local proc = require "dsh.proc"
-local sys = require "dsh.sysutil"
+local proc = require "dsh.core.proc"
+local sys = require "dsh.core.sysutil"
 
 local M = {}
 

@@ -18,7 +18,7 @@ local async = require "dsh.async"
 local disk = require "dsh.sandbox.disk"
 local errors = require "dsh.errors"
 local lfs = require "lfs"
-local loop = require "dsh.loop"
+local loop = require "dsh.core.loop"
 local limits = require "dsh.sandbox.limits"
 local state = require "dsh.sandbox.state"
 

@@ -17,8 +17,8 @@
 -- it: the host talks to dshd over a unix socket.
 local async = require "dsh.async"
 local errors = require "dsh.errors"
-local proc = require "dsh.proc"
-local sys = require "dsh.sysutil"
+local proc = require "dsh.core.proc"
+local sys = require "dsh.core.sysutil"
 
 local M = {}
 

@@ -11,8 +11,8 @@
 local async = require "dsh.async"
 local errors = require "dsh.errors"
 local limits = require "dsh.sandbox.limits"
-local loop = require "dsh.loop"
-local sys = require "dsh.sysutil"
+local loop = require "dsh.core.loop"
+local sys = require "dsh.core.sysutil"
 local uids = require "dsh.sandbox.uids"
 
 local M = {}

@@ -18,11 +18,11 @@
 --                    writable from inside, so the host never reads anything
 --                    in them to find or trust the sandbox
 -- Every record is read without following links, as a regular file of bounded
--- size (dsh.hostfs.read_regular).
-local hostfs = require "dsh.hostfs"
+-- size (dsh.core.hostfs.read_regular).
+local hostfs = require "dsh.core.hostfs"
 local json = require "dsh.json"
 local lfs = require "lfs"
-local sys = require "dsh.sysutil"
+local sys = require "dsh.core.sysutil"
 
 local M = {}
 

@@ -23,11 +23,11 @@
 -- A claim is kept while the sandbox exists (running or paused) and released
 -- when it is killed; a claim whose sandbox is gone and that no process uses
 -- is taken over.
-local hostfs = require "dsh.hostfs"
+local hostfs = require "dsh.core.hostfs"
 local json = require "dsh.json"
 local lfs = require "lfs"
-local proc = require "dsh.proc"
-local sys = require "dsh.sysutil"
+local proc = require "dsh.core.proc"
+local sys = require "dsh.core.sysutil"
 
 local M = {}
 

@@ -31,7 +31,7 @@ local function rollback(prefix, bp, err)
 end
 
 --- The outcome {exitCode=, signal=} of a backend's {exit_code=, signal=}:
---- the one place where the words of the layers below (dsh.proc, the envd
+--- the one place where the words of the layers below (dsh.core.proc, the envd
 --- client) become the reference's, which the seams and tools above speak.
 function M.outcome(res)
   return { exitCode = res.exit_code, signal = res.signal }

@@ -13,7 +13,7 @@
 -- with U+FFFD), so offsets stay exact.
 local async = require "dsh.async"
 local errors = require "dsh.errors"
-local utf8 = require "dsh.utf8"
+local utf8 = require "dsh.core.utf8"
 
 local M = {}
 local lead_len -- defined below, with the collector

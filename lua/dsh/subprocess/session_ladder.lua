@@ -17,7 +17,7 @@
 --   p.ended(ms)      → true once the shell ended, waiting at most ms
 --   p.quiet(ms)      → true once the shell's group is empty, waiting at most ms | false | nil, err
 local async = require "dsh.async"
-local loop = require "dsh.loop"
+local loop = require "dsh.core.loop"
 
 local M = {}
 
