@@ -94,8 +94,31 @@ local function set(list)
   return s
 end
 
+--- The folder a private module belongs to (the folder its first `_` part is
+-- in: dsh.lsp._config -> lua/dsh/lsp/, dsh.core._ffi.check -> lua/dsh/core/,
+-- dsh.providers.e2b._x -> providers/e2b/), or nil for a public module.
+function M.private_owner(module)
+  if not module:match("^dsh%.") then return nil end
+  local parts = {}
+  for p in module:gmatch("[^.]+") do parts[#parts + 1] = p end
+  for i = 2, #parts do
+    if parts[i]:sub(1, 1) == "_" then
+      local owner = { unpack(parts, 1, i - 1) }
+      if owner[2] == "providers" then
+        return "providers/" .. table.concat(owner, "/", 3) .. (#owner > 2 and "/" or "")
+      end
+      return "lua/" .. table.concat(owner, "/") .. "/"
+    end
+  end
+  return nil
+end
+
 -- Does rule r forbid edge e? (from side, then to side.)
 local function forbids(r, e)
+  if r.private then
+    local owner = M.private_owner(e.module)
+    return owner ~= nil and e.from:sub(1, #owner) ~= owner
+  end
   if r.from and not set(r.from)[e.from_layer] then return false end
   if r.from_except and set(r.from_except)[e.from_layer] then return false end
   if r.to_modules and set(r.to_modules)[e.module] then return true end
@@ -232,9 +255,9 @@ function M.check(tree, layers, rules, exceptions)
     end
     for _, r in ipairs(rules) do
       if not r.transitive and e.from_layer and forbids(r, e) then
-        violation(e.from .. " -> " .. e.module, string.format("%s:%d (%s) requires %s%s (%s): %s",
+        violation(e.from .. " -> " .. e.module, string.format("%s:%d (%s) requires %s%s (%s): %s%s",
           e.from, e.line, e.from_layer, e.module, e.to and (" = " .. e.to) or "", e.to_layer or "external",
-          r.rule))
+          r.rule, r.private and (", " .. M.private_owner(e.module)) or ""))
       end
     end
   end
