@@ -20,6 +20,15 @@ local errors = require "dsh.errors"
 
 local M = {}
 
+--- A deep copy of a config value (plain tables: what a preset or a tool's
+--- definition hands out must not alias the module's own).
+function M.copy(v)
+  if type(v) ~= "table" then return v end
+  local out = {}
+  for k, x in pairs(v) do out[k] = M.copy(x) end
+  return out
+end
+
 -- Edit distance (insert, delete, substitute, swap of neighbours), ASCII case
 -- ignored: "ondispose" is 0 from "onDispose", "timout" 1 from "timeout".
 local function distance(a, b)

@@ -22,7 +22,6 @@
 -- produced while a dropped stream reconnects may be lost.
 local async = require "dsh.async"
 local errors = require "dsh.errors"
-local loop = require "dsh.core.loop"
 local signals = require "dsh.signals"
 local remote = require "dsh.providers.subprocess_e2b.remote"
 local subprocess = require "dsh.subprocess"
@@ -259,7 +258,7 @@ function Compat:wait_quiescent(signal)
   if self._err and self._err.code == "SANDBOX_GONE" then return true end -- every group went with it
   if self._err then return nil, self._err end -- the daemon is gone: its groups' fate is unknowable
   if self._abandoned then return nil, self._abandoned end -- it does not answer: nor can it say
-  local deadline, delay
+  local retry = remote.backoff(self._backend.reconnect_ms, self.pid)
   while true do
     if signal and signal.aborted then return false end
     local sb, serr = self._backend.e2b:getSandbox()
@@ -268,7 +267,7 @@ function Compat:wait_quiescent(signal)
     local args = { "-c", M.WAITER, "dsh-e2b", tostring(self.pid) }
     local p, err = sb.envd:start { cmd = "/bin/bash", args = args }
     if p then
-      deadline, delay = nil, nil
+      retry.reset()
       local off = signal and signal:on_abort(function() p:close() end)
       local r, werr = p:wait()
       if off then off() end
@@ -284,11 +283,8 @@ function Compat:wait_quiescent(signal)
       err = werr
     end
     if remote.unresponsive(err) then return nil, err end
-    deadline = deadline or loop.now_ms() + self._backend.reconnect_ms
-    delay = delay or 25
-    if loop.now_ms() + delay > deadline then return nil, remote.lost(self.pid, err) end
-    async.sleep(delay, signal)
-    delay = math.min(delay * 2, 400)
+    local waited, lost = retry.wait(err, signal)
+    if not waited then return nil, lost end
   end
 end
 

@@ -8,7 +8,6 @@
 -- quiescence is a WatchGroup stream that ends once the group is empty; the
 -- end event carries the exact exit signal. A dropped stream is resumed by
 -- byte offset (remote.lua).
-local async = require "dsh.async"
 local errors = require "dsh.errors"
 local loop = require "dsh.core.loop"
 local remote = require "dsh.providers.subprocess_e2b.remote"
@@ -126,12 +125,12 @@ function Native:wait_quiescent(signal)
   if cause and cause.code == "not_found" then return true end
   if self._err then return nil, self._err end -- the daemon is gone: its groups' fate is unknowable
   if self._abandoned then return nil, self._abandoned end -- it does not answer: nor can it say
-  local deadline, delay -- from the first failure in a row
+  local retry = remote.backoff(self._backend.reconnect_ms, self.pid) -- from the first failure in a row
   while true do
     if signal and signal.aborted then return false end
     local w, err = self._client:watch_group(self.pid, { signal = signal })
     if w then
-      deadline, delay = nil, nil
+      retry.reset()
       self._group_watch = w
       if self._stop_by then w:expect_end(math.max(0, self._stop_by - loop.now_ms())) end
       while true do
@@ -150,11 +149,8 @@ function Native:wait_quiescent(signal)
     if remote.unresponsive(err) then return nil, err end
     -- a record dshd no longer has belongs to a group that ended long ago
     if err.code == "not_found" or err.code == "SANDBOX_GONE" then return true end
-    deadline = deadline or loop.now_ms() + self._backend.reconnect_ms
-    delay = delay or 25
-    if loop.now_ms() + delay > deadline then return nil, remote.lost(self.pid, err) end
-    async.sleep(delay, signal)
-    delay = math.min(delay * 2, 400)
+    local waited, lost = retry.wait(err, signal)
+    if not waited then return nil, lost end
   end
 end
 

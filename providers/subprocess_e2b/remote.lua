@@ -50,6 +50,25 @@ function M.lost(pid, err)
     err and (err.message or tostring(err)) or "unknown error"), { cause = err })
 end
 
+--- The pacing of a loop that retries a daemon it lost: wait(err, signal)
+-- sleeps the next delay (25 ms, doubling to 400 ms) and returns true, or
+-- returns nil, SUBPROCESS_LOST for pid once reconnect_ms have passed since
+-- the first failure in a row; reset() after a success.
+function M.backoff(reconnect_ms, pid)
+  local deadline, delay
+  local b = {}
+  function b.reset() deadline, delay = nil, nil end
+  function b.wait(err, signal)
+    deadline = deadline or loop.now_ms() + reconnect_ms
+    delay = delay or 25
+    if loop.now_ms() + delay > deadline then return nil, M.lost(pid, err) end
+    async.sleep(delay, signal)
+    delay = math.min(delay * 2, 400)
+    return true
+  end
+  return b
+end
+
 --- A proc over an opened envd process stream p. o: backend, client, spec, flavor,
 -- resume (true: dshd replay offsets), pty.
 function M.new(o, p, pid)
@@ -80,8 +99,7 @@ end
 
 -- Connect again; dshd resumes from our offsets. Returns true or nil, err.
 function Proc:_reconnect(first_err)
-  local deadline = loop.now_ms() + self._backend.reconnect_ms
-  local delay, last = 25, first_err
+  local retry, last = M.backoff(self._backend.reconnect_ms, self.pid), first_err
   self._stream:close()
   if M.unresponsive(first_err) then return nil, first_err end -- the host's own deadline: no second wait
   while not self._closed do
@@ -100,9 +118,8 @@ function Proc:_reconnect(first_err)
     last = err
     if M.unresponsive(err) then return nil, err end
     if err.code == "not_found" then break end
-    if loop.now_ms() + delay > deadline then break end
-    async.sleep(delay)
-    delay = math.min(delay * 2, 400)
+    local waited, lost = retry.wait(err)
+    if not waited then return nil, lost end
   end
   return nil, M.lost(self.pid, last)
 end

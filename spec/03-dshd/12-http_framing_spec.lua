@@ -19,22 +19,12 @@ local function cpu_s(pid)
 end
 
 describe("dshd and ambiguous HTTP framing", function()
-  local S, addr, T, dshd_pid
+  local S = D.use_sandbox()
+  local addr, T, dshd_pid
   setup(function()
-    helpers.isolate_state()
-    S = D.sandbox()
     addr = S:addr()
     T = "X-Access-Token: " .. S.token
     dshd_pid = D.dshd_pid(S.id)
-  end)
-  teardown(function()
-    if S then S:kill() end
-    helpers.restore_state()
-  end)
-  before_each(helpers.snapshot)
-  after_each(function()
-    S:assert_idle()
-    helpers.assert_clean()
   end)
 
   local function still_serving()

@@ -75,21 +75,11 @@ local function health(addr, quiet_ms)
 end
 
 describe("dshd and connections that hold resources", function()
-  local S, addr, T
+  local S = D.use_sandbox()
+  local addr, T
   setup(function()
-    helpers.isolate_state()
-    S = D.sandbox()
     addr = S:addr()
     T = "X-Access-Token: " .. S.token
-  end)
-  teardown(function()
-    if S then S:kill() end
-    helpers.restore_state()
-  end)
-  before_each(helpers.snapshot)
-  after_each(function()
-    S:assert_idle()
-    helpers.assert_clean()
   end)
 
   it("closes connections that send no complete header within 5 s, however they trickle", function()

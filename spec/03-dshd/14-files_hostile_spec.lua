@@ -37,20 +37,10 @@ local function download(addr, token, path, ms, before_rest)
 end
 
 describe("dshd and files that would stall it", function()
-  local S, addr
+  local S = D.use_sandbox()
+  local addr
   setup(function()
-    helpers.isolate_state()
-    S = D.sandbox()
     addr = S:addr()
-  end)
-  teardown(function()
-    if S then S:kill() end
-    helpers.restore_state()
-  end)
-  before_each(helpers.snapshot)
-  after_each(function()
-    S:assert_idle()
-    helpers.assert_clean()
   end)
 
   local function sh(c, script)

@@ -6,20 +6,7 @@ local D = require "helpers.dshd"
 local helpers = require "helpers"
 
 describe("dshd POST /init", function()
-  local S
-  setup(function()
-    helpers.isolate_state()
-    S = D.sandbox()
-  end)
-  teardown(function()
-    if S then S:kill() end
-    helpers.restore_state()
-  end)
-  before_each(helpers.snapshot)
-  after_each(function()
-    S:assert_idle()
-    helpers.assert_clean()
-  end)
+  local S = D.use_sandbox()
 
   local function env_of(c, name)
     local p = assert(c:start { cmd = "/bin/sh", args = { "-c", 'printf %s "${' .. name .. '-unset}"' } })

@@ -29,20 +29,10 @@ local function raw_start(addr, token, cmd, args, shut_wr)
 end
 
 describe("dshd process streams and unusual clients", function()
-  local S, addr
+  local S = D.use_sandbox()
+  local addr
   setup(function()
-    helpers.isolate_state()
-    S = D.sandbox()
     addr = S:addr()
-  end)
-  teardown(function()
-    if S then S:kill() end
-    helpers.restore_state()
-  end)
-  before_each(helpers.snapshot)
-  after_each(function()
-    S:assert_idle()
-    helpers.assert_clean()
   end)
 
   it("a client that half-closes after the request gets the whole stream and its end", function()

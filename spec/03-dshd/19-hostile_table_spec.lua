@@ -71,20 +71,7 @@ local function answer_of(raw)
 end
 
 describe("docs/hostile-requests.md", function()
-  local S
-  setup(function()
-    helpers.isolate_state()
-    S = D.sandbox()
-  end)
-  teardown(function()
-    if S then S:kill() end
-    helpers.restore_state()
-  end)
-  before_each(helpers.snapshot)
-  after_each(function()
-    S:assert_idle()
-    helpers.assert_clean()
-  end)
+  local S = D.use_sandbox()
 
   local function still_serving(addr)
     local st = D.parse_response(D.raw(addr, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"))

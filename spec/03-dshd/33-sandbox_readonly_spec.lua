@@ -16,20 +16,7 @@ local function sh(client, script)
 end
 
 describe("local sandbox file system", function()
-  local S
-  setup(function()
-    helpers.isolate_state()
-    S = D.sandbox { network = false }
-  end)
-  teardown(function()
-    if S then S:kill() end
-    helpers.restore_state()
-  end)
-  before_each(helpers.snapshot)
-  after_each(function()
-    S:assert_idle()
-    helpers.assert_clean()
-  end)
+  local S = D.use_sandbox { network = false }
 
   it("keeps the system directories read-only", function()
     helpers.run(function()

@@ -3,9 +3,9 @@
 -- a clear error, and no partial file presented as complete. The sandbox has
 -- a disk limit of 64 MiB (its /home/user and /tmp, issue 18 item 3), filled
 -- up to 4 MiB by a file in /tmp; nothing of it fills the host.
+local D = require "helpers.dshd"
 local F = require "06-faults.support"
 local helpers = require "helpers"
-local sandbox = require "dsh.sandbox"
 local sys = require "dsh.core.sysutil"
 
 local MiB = 1048576
@@ -32,16 +32,8 @@ end
 describe("disk full inside the sandbox", function()
   setup(function()
     assert(sys.getuid() == 0, "a disk limit needs root (a loop-mounted image): make test runs as root here")
-    helpers.isolate_state()
   end)
-  teardown(function()
-    helpers.run(function()
-      for _, s in ipairs(sandbox.list()) do sandbox.kill(s.id) end
-    end)
-    helpers.restore_state()
-  end)
-  before_each(helpers.snapshot)
-  after_each(helpers.assert_clean)
+  D.use_state() -- sandboxes left in its state directory are killed in teardown
 
   local function with_full_disk(fn)
     helpers.run(function()

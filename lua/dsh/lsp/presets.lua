@@ -12,6 +12,8 @@
 -- as workspace/didChangeConfiguration, and `install`: what to install when
 -- the command is missing (the message of the missing server says it).
 -- docs/language-servers.md describes each one's settings.
+local schema = require "dsh.schema"
+
 local M = {}
 
 local C_EXT = { [".c"] = "c", [".h"] = "c", [".cc"] = "cpp", [".cpp"] = "cpp", [".cxx"] = "cpp",
@@ -99,12 +101,7 @@ function M.names()
   return out
 end
 
-local function copy(v)
-  if type(v) ~= "table" then return v end
-  local out = {}
-  for k, x in pairs(v) do out[k] = copy(x) end
-  return out
-end
+local copy = schema.copy
 
 --- A fresh copy of preset `name`, or nil.
 function M.get(name)

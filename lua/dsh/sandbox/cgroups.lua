@@ -22,13 +22,16 @@ M.V1 = { "pids", "memory", "cpu", "freezer", "cpuacct" } -- cpuacct: CPU time fo
 M.V2 = { "pids", "memory", "cpu" }
 M.CFS_PERIOD_US = 100000
 
-local function read(path)
+--- A kernel file's text (the first 64 KiB: cgroup and /proc files are
+--- small), or nil when it cannot be read.
+function M.read(path)
   local f = io.open(path, "rb")
   if not f then return nil end
   local s = f:read(65536)
   f:close()
   return s
 end
+local read = M.read
 
 local function write(path, value)
   local f, err = io.open(path, "w")

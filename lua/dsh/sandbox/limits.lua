@@ -40,13 +40,7 @@ M.INOTIFY_WATCHES = 65536 -- per uid of the sandbox
 M.INOTIFY_INSTANCES = 128
 M.CFS_PERIOD_US = cgroups.CFS_PERIOD_US
 
-local function read(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read(65536)
-  f:close()
-  return s
-end
+local read = cgroups.read
 
 --- This host's figures: CPUs online, memory (MiB), fs.file-max.
 function M.host()

@@ -15,6 +15,7 @@
 -- that cannot be read (no such controller on this host, a paused sandbox,
 -- more than MAX_DISK_ENTRIES files) is nil, never a guess.
 local async = require "dsh.async"
+local cgroups = require "dsh.sandbox.cgroups"
 local disk = require "dsh.sandbox.disk"
 local errors = require "dsh.errors"
 local lfs = require "lfs"
@@ -30,13 +31,7 @@ M.CGROUP_ROOT = "/sys/fs/cgroup/"
 -- cgroup v1 reports "no limit" as a page-rounded 2^63-1
 local UNLIMITED = 2 ^ 62
 
-local function read(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read(65536)
-  f:close()
-  return s
-end
+local read = cgroups.read
 
 local function number_in(dir, name)
   local s = read(dir .. "/" .. name)

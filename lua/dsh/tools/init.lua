@@ -189,12 +189,7 @@ local function check_list(method, list)
   end
 end
 
-local function copy(v)
-  if type(v) ~= "table" then return v end
-  local out = {}
-  for k, x in pairs(v) do out[k] = copy(x) end
-  return out
-end
+local copy = schema.copy
 
 --- The definitions for OpenAI's Chat Completions `tools` (strict mode):
 --- {type="function", function={name, description, parameters, strict=true}}.
