@@ -29,6 +29,9 @@ local function files()
 end
 
 describe("every module's first line", function()
+  before_each(helpers.snapshot)
+  after_each(helpers.assert_clean)
+
   it("is a comment saying what the module owns", function()
     local list, problems = files(), {}
     assert.is_true(#list > 150, "only " .. #list .. " files found")
@@ -60,6 +63,7 @@ end)
 describe("the heads check", function()
   before_each(helpers.snapshot)
   after_each(helpers.assert_clean)
+
   it("reads the real tree (a file list that missed a folder would hide a file)", function()
     local seen = {}
     for _, p in ipairs(files()) do seen[p] = true end
