@@ -151,16 +151,23 @@ return function(name, factory)
     end)
 
     it("settles inferred_idle, timeout and session_exit", function()
-      with_env({ idleSilenceMs = 300, timeoutMs = 800 }, function(env)
+      -- the config's silence and timeout far above what a loaded machine takes
+      -- to print a prompt; the sends that test them give their own
+      with_env({ idleSilenceMs = 5000, timeoutMs = 60000 }, function(env)
+        local function send(s, text, opts)
+          local input = { text = text, submit = true }
+          for k, v in pairs(opts) do input[k] = v end
+          return assert(assert(env.pty:startSend(env.owner, s.id, input)):wait())
+        end
         local s = env.spawn {}
         local t0 = loop.now_ms()
-        local r = env.send(s, "read x") -- waits for input in silence
+        local r = send(s, "read x", { idleMs = 300 }) -- waits for input in silence
         assert.equal("inferred_idle", r.waitReason)
         assert.is_true(loop.now_ms() - t0 >= 300)
         r = env.send(s, "typed") -- read gets its line; the prompt returns
         assert.equal("stdin_read", r.waitReason)
         t0 = loop.now_ms()
-        r = env.send(s, "while :; do echo tick; sleep 0.05; done")
+        r = send(s, "while :; do echo tick; sleep 0.05; done", { timeoutMs = 800 })
         assert.equal("timeout", r.waitReason)
         assert.is_true(loop.now_ms() - t0 >= 800)
         assert.truthy(r.viewport:find("tick", 1, true))
