@@ -3,23 +3,15 @@
 -- decode is strict (what the frame decoder accepts); decode_loose is for
 -- protobuf JSON `bytes` fields (standard or URL-safe, padding optional).
 local F = require "dsh.core._ffi"
+local scratch = require "dsh.core._scratch"
 local errors = require "dsh.errors"
 local ffi, C = F.ffi, F.C
 
 local M = {}
 
-local KEEP = 1024 * 1024 -- scratch buffers up to this size are reused
-local scratch, scratch_len = nil, 0
 local out_n = ffi.new("size_t[1]")
 
-local function buffer(n)
-  if n > KEEP then return ffi.new("uint8_t[?]", n) end
-  if n > scratch_len then
-    scratch_len = math.max(n, 4096)
-    scratch = ffi.new("uint8_t[?]", scratch_len)
-  end
-  return scratch
-end
+local buffer = scratch.new(4096)
 
 local function check(fn, s)
   if type(s) ~= "string" then

@@ -7,10 +7,10 @@
 -- kernel's queue is the only buffer (bounded by fs.inotify.max_queued_events;
 -- an overflow is a record with IN_Q_OVERFLOW). close() frees everything.
 local F = require "dsh.core._ffi"
-local async = require "dsh.async"
 local bit = require "bit"
 local errors = require "dsh.errors"
 local loop = require "dsh.core.loop"
+local readable = require "dsh.core._readable"
 local ffi, C = F.ffi, F.C
 
 local M = {}
@@ -51,19 +51,12 @@ Watch.__tostring = function(w) return "dsh.core.hostwatch(" .. (w._io and "fd " 
 function M.open()
   local fd = C.inotify_init1(bit.bor(C.DSH_HOSTFS_IN_NONBLOCK, C.DSH_HOSTFS_IN_CLOEXEC))
   if fd < 0 then return fail("inotify_init1") end
-  local id = loop.new_id()
-  local out = ffi.new("dsh_io_t *[1]")
-  if C.dsh_io_new(loop.ptr, id, fd, out) ~= C.DSH_OK then
+  local io = readable.new(fd)
+  if not io then
     C.close(fd)
     return nil, errors.new("io", "dsh.core.hostwatch: cannot watch the inotify fd")
   end
-  local w = setmetatable({ fd = fd, id = id, _io = ffi.gc(out[0], C.dsh_io_free) }, Watch)
-  loop.on(id, function()
-    C.dsh_io_stop(w._io)
-    local f = w._ready
-    w._ready = nil
-    if f then f:resolve() end
-  end)
+  local w = setmetatable({ fd = fd, _io = io }, Watch)
   loop.track(w, "hostwatch")
   return w
 end
@@ -99,28 +92,19 @@ function Watch:read(signal)
       return out
     end
     if rc ~= C.DSH_EAGAIN then return nil, errors.new("io", "dsh.core.hostwatch: reading the inotify fd failed") end
-    self._ready = self._ready or async.future()
-    C.dsh_io_start(self._io, 1)
-    if signal then
-      local ok, err = async.race_signal(self._ready, signal)
-      if ok == nil and err then return nil, err end
-    else
-      self._ready:await()
-    end
+    local ok, err = self._io:wait(signal)
+    if not ok then return nil, err end
   end
   return {}
 end
 
 function Watch:close()
   if not self._io then return end
-  C.dsh_io_free(ffi.gc(self._io, nil))
+  local io = self._io
   self._io = nil
+  io:close()
   C.close(self.fd)
-  loop.off(self.id)
   loop.untrack(self)
-  local f = self._ready
-  self._ready = nil
-  if f then f:resolve() end
 end
 
 return M

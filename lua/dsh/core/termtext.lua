@@ -11,28 +11,20 @@
 --   local b = termtext.buffer(4 * 1024 * 1024, 10000)
 --   b:append(text); print(b:page(0, 10))                               --> "bold", 1
 local F = require "dsh.core._ffi"
+local scratch = require "dsh.core._scratch"
 local errors = require "dsh.errors"
 local ffi, C = F.ffi, F.C
 
 local M = {}
 local MOD = "dsh.core.termtext"
 
-local KEEP = 1024 * 1024
-local scratch, scratch_len = nil, 0
 local out_n = ffi.new("size_t[1]")
 local flags = ffi.new("uint32_t[1]")
 local data_p = ffi.new("const uint8_t *[1]")
 local got_p = ffi.new("uint64_t[1]")
 local stats_buf = ffi.new("dsh_textbuf_stats_t")
 
-local function buffer(n)
-  if n > KEEP then return ffi.new("uint8_t[?]", n) end
-  if n > scratch_len then
-    scratch_len = math.max(n, 65536)
-    scratch = ffi.new("uint8_t[?]", scratch_len)
-  end
-  return scratch
-end
+local buffer = scratch.new(65536)
 
 local function positive_int(fn, what, v, max)
   if type(v) ~= "number" or v < 1 or v % 1 ~= 0 or v > (max or 2 ^ 53 - 1) then

@@ -7,9 +7,9 @@
 --   local bytes = r:read()          -- waits inside a task; nil at end of file
 --   r:close(); tty.restore(saved)
 local F = require "dsh.core._ffi"
-local async = require "dsh.async"
 local errors = require "dsh.errors"
 local loop = require "dsh.core.loop"
+local readable = require "dsh.core._readable"
 local ffi, C = F.ffi, F.C
 
 local M = {}
@@ -54,17 +54,10 @@ Reader.__tostring = function(r) return "dsh.core.tty.reader(" .. r.fd .. (r._io 
 --- A reader of fd on the loop (fd is made non-blocking until close()).
 function M.reader(fd)
   errors.check(MOD, "reader: fd", fd, "number")
-  local id = loop.new_id()
-  local out = ffi.new("dsh_io_t *[1]")
-  if C.dsh_io_new(loop.ptr, id, fd, out) ~= C.DSH_OK then errors.misuse(MOD, "reader: cannot watch fd %d", fd) end
+  local io = readable.new(fd)
+  if not io then errors.misuse(MOD, "reader: cannot watch fd %d", fd) end
   C.dsh_fd_nonblock(fd, 1)
-  local r = setmetatable({ fd = fd, id = id, _io = ffi.gc(out[0], C.dsh_io_free) }, Reader)
-  loop.on(id, function()
-    C.dsh_io_stop(r._io)
-    local f = r._ready
-    r._ready = nil
-    if f then f:resolve() end
-  end)
+  local r = setmetatable({ fd = fd, _io = io }, Reader)
   loop.track(r, "tty_reader")
   return r
 end
@@ -76,23 +69,18 @@ function Reader:read()
     if rc == C.DSH_OK then return ffi.string(buf, n_p[0]) end
     if rc == C.DSH_EEOF then return nil end
     if rc ~= C.DSH_EAGAIN then return nil, errors.new("TTY", "reading fd " .. self.fd .. " failed") end
-    self._ready = async.future()
-    C.dsh_io_start(self._io, 1)
-    self._ready:await()
+    self._io:wait()
   end
   return nil
 end
 
 function Reader:close()
   if not self._io then return end
-  C.dsh_io_free(ffi.gc(self._io, nil))
+  local io = self._io
   self._io = nil
+  io:close()
   C.dsh_fd_nonblock(self.fd, 0)
-  loop.off(self.id)
   loop.untrack(self)
-  local f = self._ready
-  self._ready = nil
-  if f then f:resolve() end
 end
 
 return M

@@ -4,24 +4,16 @@
 -- Failures are `nil, err` with err.code "UTF8" and err.position the 1-based
 -- byte position of the first bad sequence (validate only).
 local F = require "dsh.core._ffi"
+local scratch = require "dsh.core._scratch"
 local errors = require "dsh.errors"
 local ffi, C = F.ffi, F.C
 
 local M = {}
 
-local KEEP = 1024 * 1024
-local scratch, scratch_len = nil, 0
 local off_p = ffi.new("size_t[1]")
 local out_n = ffi.new("size_t[1]")
 
-local function buffer(n)
-  if n > KEEP then return ffi.new("uint8_t[?]", n) end
-  if n > scratch_len then
-    scratch_len = math.max(n, 4096)
-    scratch = ffi.new("uint8_t[?]", scratch_len)
-  end
-  return scratch
-end
+local buffer = scratch.new(4096)
 
 local function check(fn, what, v, want)
   if type(v) ~= want then

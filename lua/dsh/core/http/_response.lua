@@ -187,6 +187,19 @@ end
 
 local READ_BYTES = 65536
 
+-- Wait for body bytes: the buffer's pointer and length (valid until
+-- consumed); nil at the end of the body; nil, err on failure.
+local function buffered(self)
+  local st = self._st
+  while true do
+    if st.aborted ~= nil or not self._ptr then return nil, self:_error() end
+    local rc = C.dsh_http_peek(self._ptr, p_data, p_len)
+    if rc == 0 then return p_data[0], p_len[0] end
+    if rc == EEOF then return nil, self:_error() end
+    wait(st, "w_data")
+  end
+end
+
 --- The next body chunk (at most max_bytes, 64 KiB by default); nil at the end
 -- of the body; nil, err on failure.
 ---@param max_bytes integer|nil
@@ -202,23 +215,13 @@ function Response:read(max_bytes)
     local ok, err = self:head()
     if not ok then return nil, err end
   end
-  local st = self._st
-  while true do
-    if st.aborted ~= nil or not self._ptr then return nil, self:_error() end
-    local rc = C.dsh_http_peek(self._ptr, p_data, p_len)
-    if rc == 0 then
-      local n = tonumber(p_len[0])
-      if n > max_bytes then n = max_bytes end
-      local s = ffi.string(p_data[0], n)
-      C.dsh_http_consume(self._ptr, n)
-      return s
-    elseif rc == EEOF then
-      local err = self:_error()
-      if err then return nil, err end
-      return nil
-    end
-    wait(st, "w_data")
-  end
+  local ptr, n = buffered(self)
+  if not ptr then return nil, n end
+  n = tonumber(n)
+  if n > max_bytes then n = max_bytes end
+  local s = ffi.string(ptr, n)
+  C.dsh_http_consume(self._ptr, n)
+  return s
 end
 
 --- Like read, but lends everything buffered to sink(ptr, n) (ptr a
@@ -233,22 +236,11 @@ function Response:read_with(sink)
     local ok, err = self:head()
     if not ok then return nil, err end
   end
-  local st = self._st
-  while true do
-    if st.aborted ~= nil or not self._ptr then return nil, self:_error() end
-    local rc = C.dsh_http_peek(self._ptr, p_data, p_len)
-    if rc == 0 then
-      local n = p_len[0]
-      sink(p_data[0], n)
-      C.dsh_http_consume(self._ptr, n)
-      return true
-    elseif rc == EEOF then
-      local err = self:_error()
-      if err then return nil, err end
-      return nil
-    end
-    wait(st, "w_data")
-  end
+  local ptr, n = buffered(self)
+  if not ptr then return nil, n end
+  sink(ptr, n)
+  C.dsh_http_consume(self._ptr, n)
+  return true
 end
 
 --- The whole remaining body as one string (or nil, err).
