@@ -281,6 +281,25 @@ function Docs:all_published()
   return out
 end
 
+-- Wait until the server publishes diagnostics for path or ms pass: true,
+-- or nil, err when signal aborted first.
+local function wait_published(self, path, ms, signal)
+  local w = self._diag_waiters[path] or async.future()
+  self._diag_waiters[path] = w
+  local ctl = async.controller()
+  local off = signal and signal:on_abort(function(r) ctl:abort(r) end)
+  async.run(function()
+    async.sleep(ms, ctl.signal)
+    w:resolve()
+  end)
+  w:await()
+  if self._diag_waiters[path] == w then self._diag_waiters[path] = nil end
+  ctl:abort("done")
+  if off then off() end
+  if signal and signal.aborted then return nil, async.abort_error(signal.reason) end
+  return true
+end
+
 --- The diagnostics published for path's open version: waits (at most
 --- wait_ms) until the server published for it after the latest change.
 --- Returns the list and whether it describes the current content.
@@ -296,19 +315,8 @@ function Docs:published(path, wait_ms, signal)
   while not current() and not self.dead do
     local left = deadline - loop.now_ms()
     if left <= 0 then break end
-    local w = self._diag_waiters[path] or async.future()
-    self._diag_waiters[path] = w
-    local ctl = async.controller()
-    local off = signal and signal:on_abort(function(r) ctl:abort(r) end)
-    async.run(function()
-      async.sleep(left, ctl.signal)
-      w:resolve()
-    end)
-    w:await()
-    if self._diag_waiters[path] == w then self._diag_waiters[path] = nil end
-    ctl:abort("done")
-    if off then off() end
-    if signal and signal.aborted then return nil, async.abort_error(signal.reason) end
+    local ok, err = wait_published(self, path, left, signal)
+    if not ok then return nil, err end
   end
   if self.dead then return nil, self.dead end
   local got = current()
@@ -320,19 +328,8 @@ function Docs:published(path, wait_ms, signal)
     local left = deadline - loop.now_ms()
     if left <= 0 then break end
     local seen = got.seq
-    local w = self._diag_waiters[path] or async.future()
-    self._diag_waiters[path] = w
-    local ctl = async.controller()
-    local off = signal and signal:on_abort(function(r) ctl:abort(r) end)
-    async.run(function()
-      async.sleep(math.min(quiet, left), ctl.signal)
-      w:resolve()
-    end)
-    w:await()
-    if self._diag_waiters[path] == w then self._diag_waiters[path] = nil end
-    ctl:abort("done")
-    if off then off() end
-    if signal and signal.aborted then return nil, async.abort_error(signal.reason) end
+    local ok, err = wait_published(self, path, math.min(quiet, left), signal)
+    if not ok then return nil, err end
     got = current()
     if got and got.seq == seen then break end
   end
