@@ -105,6 +105,14 @@ function Hub:ensure(root)
   return true
 end
 
+-- Close a root's watch, once.
+local function close_watch(e)
+  local w = e.watch
+  if not w then return end
+  e.watch = nil
+  w:close()
+end
+
 --- Call fn(path, change) for every change under root: an unsubscribe function.
 function Hub:subscribe(root, fn)
   local e = self._roots[root]
@@ -117,11 +125,7 @@ function Hub:subscribe(root, fn)
     e.subs[fn] = nil
     if next(e.subs) == nil and self._roots[root] == e then
       self._roots[root] = nil
-      if e.watch then
-        local w = e.watch
-        e.watch = nil
-        w:close()
-      end
+      close_watch(e)
     end
   end
 end
@@ -155,11 +159,7 @@ function Hub:close()
   self._closed = true
   for root, e in pairs(self._roots) do
     self._roots[root] = nil
-    if e.watch then
-      local w = e.watch
-      e.watch = nil
-      w:close()
-    end
+    close_watch(e)
     if e.task then e.task:await() end
   end
   return true
