@@ -177,6 +177,20 @@ function TextStream:close()
   self._reader:close()
 end
 
+--- Call fn(piece) for every piece to the end, then close: true, or nil,
+--- err when the stream failed (closed either way).
+function TextStream:each(fn)
+  while true do
+    local piece, err = self:next()
+    if not piece then
+      self:close()
+      if err then return nil, err end
+      return true
+    end
+    fn(piece)
+  end
+end
+
 function M.text_stream(fs, method, path, opts)
   local display, key, info, reader = open(fs, method, path, opts)
   if not display then return nil, key end
@@ -190,15 +204,8 @@ function M.text(fs, path, opts)
   local s, err = M.text_stream(fs, "readText", path, opts)
   if not s then return nil, err end
   local parts = {}
-  while true do
-    local piece, perr = s:next()
-    if not piece then
-      s:close()
-      if perr then return nil, perr end
-      break
-    end
-    parts[#parts + 1] = piece
-  end
+  local ok, perr = s:each(function(piece) parts[#parts + 1] = piece end)
+  if not ok then return nil, perr end
   return { text = table.concat(parts), version = s.version }
 end
 

@@ -104,13 +104,7 @@ local function read_lines(fs, path, first, last, opts)
     end
     cur, cur_len, cr = {}, 0, false
   end
-  while true do
-    local piece, perr = s:next()
-    if not piece then
-      s:close()
-      if perr then return nil, perr end
-      break
-    end
+  local ok, perr = s:each(function(piece)
     local pos = 1
     while pos <= #piece do
       local nl = piece:find("\n", pos, true)
@@ -122,7 +116,8 @@ local function read_lines(fs, path, first, last, opts)
       if nl then finish() end
       pos = nl and nl + 1 or #piece + 1
     end
-  end
+  end)
+  if not ok then return nil, perr end
   if cur_len > 0 then finish() end
   return s, kept, n
 end
