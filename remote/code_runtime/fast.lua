@@ -162,4 +162,16 @@ function M.b64line(s)
   return text .. "\n"
 end
 
+--- The wire as the remote half loads it from dir: J, its text half
+--- (registered under the host's module name, as the wire requires it),
+--- with the byte loops above in place of its patterns (same results, ~10x
+--- faster), and W, the wire itself.
+function M.wire(dir)
+  package.preload["dsh.code_runtime._json"] = function() return dofile(dir .. "/code-runtime-json.lua") end
+  local J = require "dsh.code_runtime._json"
+  local W = dofile(dir .. "/code-runtime-wire.lua")
+  J.valid_utf8, J.quote, J.has_control = M.valid_utf8, M.quote, M.has_control
+  return J, W
+end
+
 return M

@@ -28,13 +28,8 @@ local ffi = require "ffi"
 local bit = require "bit"
 
 local DIR = arg[0]:match("^(.*)/[^/]*$") or "."
--- the wire's text half, as the wire requires it (the host's module name)
-package.preload["dsh.code_runtime._json"] = function() return dofile(DIR .. "/code-runtime-json.lua") end
-local J = require "dsh.code_runtime._json"
-local W = dofile(DIR .. "/code-runtime-wire.lua")
 local fast = dofile(DIR .. "/code-runtime-fast.lua")
--- the text half's byte loops through the FFI (same results, ~10x faster than its patterns)
-J.valid_utf8, J.quote, J.has_control = fast.valid_utf8, fast.quote, fast.has_control
+local J, W = fast.wire(DIR)
 
 ffi.cdef [[
 int pipe2(int fd[2], int flags);
