@@ -28,6 +28,7 @@ local errors = require "dsh.errors"
 local json = require "dsh.code_runtime._json"
 local run = require "dsh.code_runtime._run"
 local schema = require "dsh.schema"
+local sys = require "dsh.core.sysutil"
 local wire = require "dsh.code_runtime._wire"
 
 local M = {}
@@ -65,13 +66,7 @@ M.RUNNER_FILES = {
   { name = "code-runtime-wire.lua", module = "dsh.code_runtime._wire" },
 }
 
-local function read_file(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("*a")
-  f:close()
-  return s
-end
+local read_file = sys.read_file -- nil, err when absent
 
 --- Directories where the runner files (remote/code_runtime) may be:
 --- $DSH_RUNNER_DIR, the source tree (lua/dsh/code_runtime/ ->
