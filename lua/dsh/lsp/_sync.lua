@@ -62,21 +62,32 @@ end
 -- For a server that hears of no watched files (reopenChanged): the files of
 -- its languages that changed on disk, shown to it once as they are now.
 function Sync:_show_changed(inst, signal)
-  local list, paths = {}, {}
+  local paths = {}
   for _, c in ipairs(inst:pending_paths()) do
     local ext = (c.path:match("(%.[^./]+)$") or ""):lower()
-    if c.change ~= 3 and self._language_of[ext] and not inst:document(c.path) and #list < 256 then
-      list[#list + 1] = { c.path, self._s.maxDocumentBytes }
+    if c.change ~= 3 and self._language_of[ext] and not inst:document(c.path) and #paths < 256 then
       paths[#paths + 1] = c.path
     end
   end
-  if #list == 0 then return true end
+  return self:_each_text(paths, signal, function(path, rd)
+    local ok, serr = inst:show_once(path, self:language(path), rd.text)
+    if not ok then return nil, serr end
+    return true
+  end)
+end
+
+-- Read paths in the sandbox at once and call fn(path, read) for each that
+-- is UTF-8 text, in order: true, or the first nil, err (fn's or the read's).
+function Sync:_each_text(paths, signal, fn)
+  if #paths == 0 then return true end
+  local list = {}
+  for i, p in ipairs(paths) do list[i] = { p, self._s.maxDocumentBytes } end
   local reads, err = self._o.reader:read_many(list, signal)
   if not reads then return nil, err end
   for i, rd in ipairs(reads) do
     if rd.kind == "ok" and utf8.validate(rd.text) then
-      local ok, serr = inst:show_once(paths[i], self:language(paths[i]), rd.text)
-      if not ok then return nil, serr end
+      local ok, ferr = fn(paths[i], rd)
+      if ok == nil then return nil, ferr end
     end
   end
   return true
@@ -84,23 +95,15 @@ end
 
 --- Open the files at paths (not open yet) in inst, as they are now: true, or nil, err.
 function Sync:open_files(inst, paths, signal)
-  local list, which = {}, {}
+  local which = {}
   for _, p in ipairs(paths) do
-    if not inst:document(p) then
-      list[#list + 1] = { p, self._s.maxDocumentBytes }
-      which[#which + 1] = p
-    end
+    if not inst:document(p) then which[#which + 1] = p end
   end
-  if #list == 0 then return true end
-  local reads, err = self._o.reader:read_many(list, signal)
-  if not reads then return nil, err end
-  for i, rd in ipairs(reads) do
-    if rd.kind == "ok" and utf8.validate(rd.text) then
-      local ok, serr = inst:sync(which[i], self:language(which[i]), rd)
-      if ok == nil then return nil, serr end
-    end
-  end
-  return true
+  return self:_each_text(which, signal, function(path, rd)
+    local ok, serr = inst:sync(path, self:language(path), rd)
+    if ok == nil then return nil, serr end
+    return true
+  end)
 end
 
 
