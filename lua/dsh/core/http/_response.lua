@@ -187,9 +187,13 @@ end
 
 local READ_BYTES = 65536
 
--- Wait for body bytes: the buffer's pointer and length (valid until
--- consumed); nil at the end of the body; nil, err on failure.
+-- Wait for the head, then for body bytes: the buffer's pointer and length
+-- (valid until consumed); nil at the end of the body; nil, err on failure.
 local function buffered(self)
+  if not self.status then
+    local ok, err = self:head()
+    if not ok then return nil, err end
+  end
   local st = self._st
   while true do
     if st.aborted ~= nil or not self._ptr then return nil, self:_error() end
@@ -211,10 +215,6 @@ function Response:read(max_bytes)
   elseif type(max_bytes) ~= "number" or max_bytes < 1 then
     misuse("read: max_bytes: expected a positive number, got %s", tostring(max_bytes))
   end
-  if not self.status then
-    local ok, err = self:head()
-    if not ok then return nil, err end
-  end
   local ptr, n = buffered(self)
   if not ptr then return nil, n end
   n = tonumber(n)
@@ -232,10 +232,6 @@ end
 ---@return boolean|nil, dsh.Error?
 function Response:read_with(sink)
   check_open(self, "read_with")
-  if not self.status then
-    local ok, err = self:head()
-    if not ok then return nil, err end
-  end
   local ptr, n = buffered(self)
   if not ptr then return nil, n end
   sink(ptr, n)
